@@ -1,0 +1,204 @@
+"""Settings: every environment variable Smriti reads, validated once at start.
+
+Names and defaults follow the original Smriti (Go) server so an existing MCP client
+configuration keeps working; the Memory Fabric variables and the scoring knobs of
+DESIGN.md are added. Nothing reads the environment at import time: call
+:func:`load_settings` (or build :class:`Settings` yourself in library use).
+"""
+
+from __future__ import annotations
+
+import getpass
+import math
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry (some containers): still start, as a named default
+        return "default"
+
+
+class SettingsError(ValueError):
+    """A configuration problem, worded for the person who set the variable."""
+
+
+class Settings(BaseSettings):
+    """All configuration, from environment variables (case-insensitive names)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="",
+        case_sensitive=False,
+        extra="ignore",
+        validate_default=True,
+        populate_by_name=True,
+    )
+
+    # --- core ---------------------------------------------------------------------------
+    accessing_user: str = Field(default_factory=_default_user, description="User whose memory is opened")
+    storage_location: Path = Field(default=Path("~/.smriti"), description="Root folder of embedded stores")
+    db_type: Literal["kuzu", "ladybug", "neo4j", "falkordb"] = "kuzu"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    # --- models ---------------------------------------------------------------------------
+    llm_provider: Literal["auto", "openai", "heuristic"] = Field(
+        default="auto", description="auto: openai when LLM_API_KEY is set, else the offline heuristic"
+    )
+    llm_base_url: str = "https://api.openai.com/v1"
+    llm_api_key: SecretStr | None = None
+    llm_model: str = "gpt-4o-mini"
+    llm_timeout: float = Field(default=30.0, gt=0)
+    llm_max_retries: int = Field(default=2, ge=0, le=10)
+
+    embedding_provider: Literal["auto", "openai", "local", "hashing"] = Field(
+        default="auto",
+        description="auto: openai when an embedding key is set, else the offline hashing embedder",
+    )
+    embedding_base_url: str = "https://api.openai.com/v1"
+    embedding_api_key: SecretStr | None = None
+    embedding_model: str = "text-embedding-3-small"
+    embedding_dims: int = Field(default=1536, ge=8, le=8192)
+    local_embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
+
+    # --- backups --------------------------------------------------------------------------
+    backup_type: Literal["none", "github", "s3"] = "none"
+    backup_sync_interval: int = Field(default=60, ge=0)
+    git_base_url: str = ""
+    s3_endpoint: str = ""
+    s3_region: str = ""
+    s3_access_key: SecretStr | None = None
+    s3_secret_key: SecretStr | None = None
+    s3_bucket: str = "smriti-backups"
+
+    # --- server backends ------------------------------------------------------------------
+    neo4j_uri: str = ""
+    neo4j_username: str = ""
+    neo4j_password: SecretStr | None = None
+    neo4j_database: str = "neo4j"
+    neo4j_isolation: Literal["tenant", "database"] = "tenant"
+    falkor_addr: str = "localhost:6379"
+    falkor_password: SecretStr | None = None
+    falkor_graph: str = "smriti"
+    falkor_isolation: Literal["tenant", "graph"] = "tenant"
+
+    # --- consolidation --------------------------------------------------------------------
+    consolidation_interval: int = Field(default=3600, ge=0)
+    decay_half_life_days: float = Field(default=30.0, gt=0, description="decay_factor halves in this time")
+    prune_threshold: float = Field(default=0.05, ge=0, le=1)
+    important_threshold: float = Field(default=0.8, ge=0, le=1, description="never pruned at or above")
+    strengthen_min_access: int = Field(default=5, ge=1)
+    strengthen_boost: float = Field(default=0.1, ge=0, le=1)
+    index_threshold: int = Field(default=50, ge=0, description="engrams before HNSW/FTS indexes are built")
+    leiden_retune_growth: float = Field(default=0.10, ge=0)
+
+    # --- recall and scoring ---------------------------------------------------------------
+    scoring_profile: Literal["composite", "fabric"] = "composite"
+    score_weight_similarity: float = Field(default=0.4, ge=0)
+    score_weight_recency: float = Field(default=0.2, ge=0)
+    score_weight_importance: float = Field(default=0.2, ge=0)
+    score_weight_decay: float = Field(default=0.2, ge=0)
+    fabric_weight_recency: float = Field(default=0.3, ge=0)
+    fabric_weight_relevance: float = Field(default=0.5, ge=0)
+    fabric_weight_authority: float = Field(default=0.2, ge=0)
+    recency_half_life_days: float = Field(default=7.0, gt=0)
+    hop_penalty: float = Field(default=0.7, gt=0, le=1, description="score factor per hop of expansion")
+    max_hops: int = Field(default=2, ge=0, le=5)
+    cross_cluster_penalty: float = Field(default=0.5, gt=0, le=1)
+    reinforce_boost: float = Field(default=0.05, ge=0, le=1)
+    associate_top_k: int = Field(default=5, ge=0)
+    associate_min_similarity: float = Field(default=0.3, ge=-1, le=1)
+    store_dedup_threshold: float = Field(default=0.95, gt=0, le=1)
+    max_content_chars: int = Field(default=20_000, ge=1)
+
+    memory_fabric_dedup_threshold: float = Field(default=0.85, gt=0, le=1)
+    memory_fabric_boost_factor: float = Field(default=1.2, ge=1)
+    memory_fabric_max_results: int = Field(default=20, ge=1, le=1000)
+
+    # -------------------------------------------------------------------------------------
+    @field_validator("accessing_user")
+    @classmethod
+    def _user_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value.strip()
+
+    @field_validator("storage_location")
+    @classmethod
+    def _expand_home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _finite(cls, value: object) -> object:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+    @model_validator(mode="after")
+    def _requirements_of_choices(self) -> Settings:
+        missing: list[str] = []
+        if self.db_type == "neo4j" and not self.neo4j_uri:
+            missing.append("NEO4J_URI (DB_TYPE=neo4j)")
+        if self.backup_type == "github" and not self.git_base_url:
+            missing.append("GIT_BASE_URL (BACKUP_TYPE=github)")
+        if self.backup_type == "s3":
+            for name in ("s3_region", "s3_access_key", "s3_secret_key"):
+                if not getattr(self, name):
+                    missing.append(f"{name.upper()} (BACKUP_TYPE=s3)")
+        if self.llm_provider == "openai" and self.llm_api_key is None:
+            missing.append("LLM_API_KEY (LLM_PROVIDER=openai)")
+        if self.embedding_provider == "openai" and self.effective_embedding_key is None:
+            missing.append("EMBEDDING_API_KEY or LLM_API_KEY (EMBEDDING_PROVIDER=openai)")
+        if missing:
+            raise ValueError("missing required setting(s): " + ", ".join(missing))
+        return self
+
+    @property
+    def effective_embedding_key(self) -> SecretStr | None:
+        """EMBEDDING_API_KEY, falling back to LLM_API_KEY as the original server did."""
+        return self.embedding_api_key or self.llm_api_key
+
+    @property
+    def user_dir(self) -> Path:
+        """Folder of the accessing user's embedded store (validated by the store)."""
+        return self.storage_location / self.accessing_user
+
+
+# Variables whose names differ from the field (none today) would be listed here; kept for
+# the error message, which must name the environment variable, not the Python field.
+_ENV_NAME_OVERRIDES: dict[str, str] = {}
+
+
+def _env_name(field: str) -> str:
+    return _ENV_NAME_OVERRIDES.get(field, field.upper())
+
+
+def format_validation_error(error: ValidationError) -> str:
+    """One readable line per problem, naming the environment variable, never its secret value."""
+    lines = []
+    for item in error.errors():
+        location = ".".join(str(part) for part in item["loc"] if part != "__root__")
+        name = _env_name(location) if location else "configuration"
+        message = item["msg"].removeprefix("Value error, ")
+        lines.append(f"{name}: {message}")
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read and validate the environment once.
+
+    Raises:
+        SettingsError: with one line per bad variable, naming it.
+    """
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as error:
+        raise SettingsError(format_validation_error(error)) from None
+
+
+__all__ = ["Settings", "SettingsError", "load_settings"]

@@ -1,0 +1,128 @@
+"""``Memory``: the library's front door, one user's memory with its three compiled graphs.
+
+The MCP server, the CLI, notebooks and LangGraph integrations all go through this class,
+so they share one behaviour. Each method is one graph run (or one store call for the
+trivial ones); the graphs themselves stay available as ``memory.store_graph`` etc. for
+step-by-step inspection and for embedding as subgraphs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from smriti.errors import InvalidInput, NotFound
+
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.language_models import BaseChatModel
+
+    from smriti.config import Settings
+    from smriti.pipelines.context import MemoryContext
+
+
+class Memory:
+    """One user's memory: store, recall, forget, consolidate, stats, export and import."""
+
+    def __init__(self, context: MemoryContext) -> None:
+        from smriti.pipelines.consolidate import consolidate_graph
+        from smriti.pipelines.recall import recall_graph
+        from smriti.pipelines.store import store_graph
+
+        self.context = context
+        self.store_graph = store_graph
+        self.recall_graph = recall_graph
+        self.consolidate_graph = consolidate_graph
+
+    @classmethod
+    def open(
+        cls,
+        settings: Settings | None = None,
+        *,
+        user: str | None = None,
+        llm: BaseChatModel | None = None,
+        embedder: Embeddings | None = None,
+    ) -> Memory:
+        """Open the memory of ``user`` (default ACCESSING_USER) from settings (default: environment)."""
+        from smriti.config import load_settings
+        from smriti.pipelines.context import build_context
+
+        settings = settings or load_settings()
+        return cls(build_context(settings, user=user, llm=llm, embedder=embedder))
+
+    # ------------------------------------------------------------------------- writes
+    def store(
+        self,
+        content: str,
+        importance: float = 0.5,
+        tags: str = "",
+        source: str = "",
+        created_at: datetime | None = None,
+    ) -> dict[str, Any]:
+        """Remember ``content``; returns id, memory_type, cues, cluster_id, deduplicated and trace."""
+        payload: dict[str, Any] = {"content": content, "importance": importance, "tags": tags, "source": source}
+        if created_at is not None:
+            payload["created_at"] = created_at.isoformat()
+        return self.store_graph.invoke(payload, context=self.context)
+
+    def forget(self, memory_id: str) -> dict[str, Any]:
+        """Delete one memory of this user.
+
+        Raises:
+            InvalidInput: empty id. NotFound: no such memory for this user.
+        """
+        if not memory_id or not memory_id.strip():
+            raise InvalidInput("memory_id is required to forget a memory")
+        with self.context.write_lock:
+            if not self.context.store.delete_engram(memory_id.strip()):
+                raise NotFound(f"no memory with id {memory_id!r}")
+            self.context.cache.pop("vector_matrix", None)
+        return {"forgotten": memory_id.strip()}
+
+    def consolidate(self, now: datetime | None = None) -> dict[str, Any]:
+        """Decay, prune, strengthen, clean orphans, recluster and manage indexes; returns the report."""
+        payload: dict[str, Any] = {} if now is None else {"now": now.isoformat()}
+        output = self.consolidate_graph.invoke(payload, context=self.context)
+        return {**output["report"], "trace": output["trace"]}
+
+    # ------------------------------------------------------------------------- reads
+    def recall(
+        self,
+        query: str = "",
+        limit: int = 5,
+        mode: str = "recall",
+        memory_type: str | None = None,
+        explain: bool = False,
+    ) -> dict[str, Any]:
+        """Recall memories in the unified result format (with the trace when ``explain``)."""
+        output = self.recall_graph.invoke(
+            {"query": query, "limit": limit, "mode": mode, "memory_type": memory_type, "explain": explain},
+            context=self.context,
+        )
+        result = output["result"]
+        if explain:
+            result = {**result, "trace": output["trace"]}
+        return result
+
+    def stats(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self.context.store.stats())
+
+    # ------------------------------------------------------------------------- portability
+    def export_records(self) -> Iterator[dict[str, Any]]:
+        return self.context.store.export_records()
+
+    def import_records(self, records: Iterable[dict[str, Any]]) -> int:
+        with self.context.write_lock:
+            return self.context.store.import_records(records)
+
+    def close(self) -> None:
+        self.context.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

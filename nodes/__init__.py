@@ -1,0 +1,1 @@
+"""Node functions of the pipelines, one module per step family."""

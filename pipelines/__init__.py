@@ -1,0 +1,1 @@
+"""The three compiled LangGraph graphs (store, recall, consolidate) and their shared context."""

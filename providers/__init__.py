@@ -1,0 +1,1 @@
+"""LLM and embedding construction from settings, with offline fallbacks."""

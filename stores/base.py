@@ -1,0 +1,302 @@
+"""The GraphStore protocol and the data model shared by every backend.
+
+A store is opened for exactly one user: isolation (a file, a database, a graph or a
+``user`` property) is the backend's business, so no method takes a user argument and no
+pipeline can forget to filter by one.
+
+Optional abilities are flags on :class:`Capabilities`; where a backend lacks one (a vector
+index on LadybugDB offline, say) the backend falls back by itself and says so once in the
+log, so pipelines never branch on the backend.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+MemoryType = Literal["episodic", "semantic", "procedural"]
+MEMORY_TYPES: tuple[str, ...] = ("episodic", "semantic", "procedural")
+NO_CLUSTER = -1
+
+# A user name becomes a folder, a database or a graph name: keep it to a conservative
+# alphabet so it can never escape its folder or name somebody else's graph.
+_USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+class StoreError(RuntimeError):
+    """A backend failed in a way the caller should report (not a bug in the caller)."""
+
+
+class UnsafeUserError(ValueError):
+    """The user name cannot be used as a folder, database or graph name."""
+
+
+class EmbeddingMismatchError(StoreError):
+    """The store was written with another embedding model or dimension."""
+
+
+def validate_user_name(user: str) -> str:
+    """Return ``user`` if it is safe as a folder, database and graph name.
+
+    Refuses empty names, absolute paths, path separators, ``..`` and anything outside
+    ``[A-Za-z0-9._-]`` (at most 64 characters, first character alphanumeric).
+
+    Raises:
+        UnsafeUserError: naming the problem.
+    """
+    if not user or not user.strip():
+        raise UnsafeUserError("user name is empty (set ACCESSING_USER)")
+    if "/" in user or "\\" in user or user.startswith("~"):
+        raise UnsafeUserError(f"user name {user!r} contains a path separator")
+    if ".." in user:
+        raise UnsafeUserError(f"user name {user!r} contains '..'")
+    if not _USER_NAME.match(user):
+        raise UnsafeUserError(
+            f"user name {user!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return user
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def normalise_cue_name(name: str) -> str:
+    """Cue names are compared lower-cased with single hyphens for inner spaces."""
+    return re.sub(r"\s+", "-", name.strip().lower())
+
+
+@dataclass(slots=True)
+class Engram:
+    """One memory."""
+
+    content: str
+    id: str = field(default_factory=new_id)
+    summary: str = ""
+    memory_type: str = "episodic"
+    importance: float = 0.5
+    access_count: int = 0
+    created_at: datetime = field(default_factory=utcnow)
+    last_accessed_at: datetime = field(default_factory=utcnow)
+    decay_factor: float = 1.0
+    embedding: list[float] | None = None
+    source: str = ""
+    tags: str = ""
+    cluster_id: int = NO_CLUSTER
+
+    def tag_list(self) -> list[str]:
+        return [t for t in (part.strip() for part in self.tags.split(",")) if t]
+
+
+@dataclass(slots=True)
+class Cue:
+    """An entity or keyword that encodes engrams. ``name`` is normalised and unique per user."""
+
+    name: str
+    cue_type: str = "keyword"
+    id: str = field(default_factory=new_id)
+    embedding: list[float] | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Association:
+    """(Engram)-[:AssociatedWith]->(Engram)."""
+
+    source_id: str
+    target_id: str
+    strength: float
+    relation_type: str = "similar"
+    created_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(slots=True, frozen=True)
+class Relation:
+    """(Cue)-[:RelatesTo {relation}]->(Cue), e.g. database-engineer -recommends-> cursor-pagination."""
+
+    source: str  # cue name
+    relation: str
+    target: str  # cue name
+    engram_id: str = ""
+    created_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(slots=True, frozen=True)
+class ScoredId:
+    """A search hit: engram id and a similarity in [0, 1] (higher is closer)."""
+
+    id: str
+    score: float
+
+
+@dataclass(slots=True, frozen=True)
+class CueHit:
+    """An engram reached through cues: which of the asked cue names encode it."""
+
+    engram_id: str
+    cues: tuple[str, ...]
+
+
+@dataclass(slots=True, frozen=True)
+class EngramState:
+    """The fields consolidation needs, without content or embedding (cheap to list)."""
+
+    id: str
+    importance: float
+    access_count: int
+    created_at: datetime
+    last_accessed_at: datetime
+    decay_factor: float
+    cluster_id: int
+
+
+@dataclass(slots=True)
+class StoreStats:
+    engrams: int = 0
+    cues: int = 0
+    associations: int = 0
+    cue_links: int = 0
+    clusters: int = 0
+    vector_index: bool = False
+    fulltext_index: bool = False
+    backend: str = ""
+    location: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class Capabilities:
+    """What a backend can do natively. Absent abilities are emulated by the backend."""
+
+    vector_index: bool = False
+    fulltext: bool = False
+    # Backends that can run many statements in one transaction set this; batch helpers
+    # then avoid one round trip per row.
+    transactions: bool = True
+
+
+# Fields of Engram that update_engram / update_engrams may change.
+UPDATABLE_FIELDS = frozenset(
+    {
+        "content",
+        "summary",
+        "memory_type",
+        "importance",
+        "access_count",
+        "last_accessed_at",
+        "decay_factor",
+        "source",
+        "tags",
+        "cluster_id",
+    }
+)
+
+
+@runtime_checkable
+class GraphStore(Protocol):
+    """What every backend provides, for one user.
+
+    Implementations are synchronous (the embedded databases are) and safe to call from
+    one thread at a time; the pipelines serialise writes.
+    """
+
+    backend: str
+    user: str
+    capabilities: Capabilities
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def close(self) -> None: ...
+
+    # -- key/value metadata (embedding model and dims, Leiden cache, index state) ---------
+    def get_meta(self, key: str) -> str | None: ...
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    # -- engrams ---------------------------------------------------------------------------
+    def create_engram(self, engram: Engram) -> None: ...
+    def get_engram(self, engram_id: str) -> Engram | None: ...
+    def get_engrams(self, ids: Sequence[str]) -> list[Engram]:
+        """Engrams with these ids, in the given order, silently skipping missing ones."""
+        ...
+    def update_engram(self, engram_id: str, **fields: Any) -> bool:
+        """Change fields listed in UPDATABLE_FIELDS; False if the engram does not exist."""
+        ...
+    def update_engrams(self, updates: Mapping[str, Mapping[str, Any]]) -> int:
+        """Batch form of update_engram (decay, cluster ids); returns how many were changed."""
+        ...
+    def delete_engram(self, engram_id: str) -> bool:
+        """Delete the engram and its edges; False if it did not exist."""
+        ...
+    def list_recent(self, limit: int, memory_type: str | None = None) -> list[Engram]:
+        """Most recently accessed first (ties: newest created, then id)."""
+        ...
+    def engram_states(self) -> list[EngramState]: ...
+    def count_engrams(self) -> int: ...
+
+    # -- cues ------------------------------------------------------------------------------
+    def upsert_cue(self, cue: Cue) -> Cue:
+        """Insert by normalised name or return the existing cue with that name."""
+        ...
+    def link_cue(self, engram_id: str, cue_id: str) -> None:
+        """(Engram)-[:EncodedBy]->(Cue), idempotent."""
+        ...
+    def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]: ...
+    def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
+        """Engrams encoded by any of the (normalised) cue names, most matched cues first."""
+        ...
+    def cue_engram_counts(self, cue_names: Sequence[str]) -> dict[str, int]:
+        """How many engrams each existing cue encodes (for the cross-reference boost)."""
+        ...
+    def add_cooccurrence(self, cue_a: str, cue_b: str, delta: float = 1.0, replace: bool = False) -> None:
+        """Strengthen (Cue a)-[:CoOccurs]->(Cue b) by delta (cue names), creating it at delta.
+
+        With ``replace`` the strength is set to delta (used by import, to stay idempotent).
+        """
+        ...
+    def add_relation(self, relation: Relation) -> None:
+        """(Cue source)-[:RelatesTo {relation, engram_id}]->(Cue target) by cue names."""
+        ...
+    def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
+        """RelatesTo edges recorded by these engrams."""
+        ...
+    def delete_orphan_cues(self) -> int: ...
+
+    # -- associations ----------------------------------------------------------------------
+    def associate(self, association: Association) -> None:
+        """Create or strengthen (keep the max strength) an AssociatedWith edge."""
+        ...
+    def neighbours(self, engram_ids: Sequence[str]) -> list[Association]:
+        """AssociatedWith edges touching these engrams, in either direction."""
+        ...
+    def all_associations(self) -> list[Association]: ...
+
+    # -- search ----------------------------------------------------------------------------
+    def vector_search(
+        self, embedding: Sequence[float], k: int, memory_type: str | None = None
+    ) -> list[ScoredId]:
+        """Cosine similarity, best first; uses the HNSW index when built, else brute force."""
+        ...
+    def fulltext_search(self, query: str, k: int, memory_type: str | None = None) -> list[ScoredId]:
+        """Keyword search over content, best first; an index when built, else a scan."""
+        ...
+
+    # -- maintenance -----------------------------------------------------------------------
+    def ensure_indexes(self, threshold: int) -> dict[str, bool]:
+        """Build vector/full-text indexes once engrams exceed threshold; returns their state."""
+        ...
+    def stats(self) -> StoreStats: ...
+
+    # -- portability -----------------------------------------------------------------------
+    def export_records(self) -> Iterator[dict[str, Any]]:
+        """Every node and edge as JSON-ready dicts, in the order of stores.records.KINDS."""
+        ...
+    def import_records(self, records: Iterable[dict[str, Any]]) -> int:
+        """Idempotent inverse of export_records (usually stores.records.import_into)."""
+        ...
