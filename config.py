@@ -106,6 +106,9 @@ class Settings(BaseSettings):
     fabric_weight_relevance: float = Field(default=0.5, ge=0)
     fabric_weight_authority: float = Field(default=0.2, ge=0)
     recency_half_life_days: float = Field(default=7.0, gt=0)
+    vector_min_similarity: float = Field(
+        default=0.0, ge=-1, lt=1, description="vector hits at or below this cosine are not candidates"
+    )
     hop_penalty: float = Field(default=0.7, gt=0, le=1, description="score factor per hop of expansion")
     max_hops: int = Field(default=2, ge=0, le=5)
     cross_cluster_penalty: float = Field(default=0.5, gt=0, le=1)

@@ -61,7 +61,12 @@ class Memory:
         created_at: datetime | None = None,
     ) -> dict[str, Any]:
         """Remember ``content``; returns id, memory_type, cues, cluster_id, deduplicated and trace."""
-        payload: dict[str, Any] = {"content": content, "importance": importance, "tags": tags, "source": source}
+        payload: dict[str, Any] = {
+            "content": content,
+            "importance": importance,
+            "tags": tags,
+            "source": source,
+        }
         if created_at is not None:
             payload["created_at"] = created_at.isoformat()
         return self.store_graph.invoke(payload, context=self.context)

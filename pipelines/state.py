@@ -25,6 +25,26 @@ def merge_dicts(left: dict[str, Any] | None, right: dict[str, Any] | None) -> di
     return merged
 
 
+def merge_hits(
+    left: dict[str, dict[str, Any]] | None, right: dict[str, dict[str, Any]] | None
+) -> dict[str, dict[str, Any]]:
+    """Reducer for recall hits: branches may find the same engram, so merge per id.
+
+    Scores are kept per signal (each branch writes its own keys); ``origins`` lists are joined.
+    """
+    merged = {key: dict(value) for key, value in (left or {}).items()}
+    for engram_id, hit in (right or {}).items():
+        current = merged.setdefault(engram_id, {})
+        origins = list(current.get("origins", []))
+        for key, value in hit.items():
+            if key == "origins":
+                origins.extend(o for o in value if o not in origins)
+            else:
+                current[key] = value
+        current["origins"] = origins
+    return merged
+
+
 # ----------------------------------------------------------------------------- store
 class StoreInput(TypedDict):
     content: str
@@ -73,9 +93,9 @@ class RecallOutput(TypedDict):
 class RecallState(RecallInput, total=False):
     parsed: dict[str, Any]  # cues, entity_hints, intent, keywords
     query_embedding: list[float]
-    # id -> {"similarity", "cue_matches", "text_score", "hops", "via", "origin"}: the branches
-    # (cue traversal, vector, full text) write side by side and are merged by id.
-    hits: Annotated[dict[str, dict[str, Any]], merge_dicts]
+    # id -> {"similarity", "cue_score", "matched_cues", "text_score", "origins"}: the branches
+    # (cue traversal, vector, full text) write side by side and are merged per id.
+    hits: Annotated[dict[str, dict[str, Any]], merge_hits]
     candidates: list[dict[str, Any]]  # scored candidate dicts after expansion
     seed_cluster: int
     results: list[dict[str, Any]]

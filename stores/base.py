@@ -225,18 +225,23 @@ class GraphStore(Protocol):
     def get_engrams(self, ids: Sequence[str]) -> list[Engram]:
         """Engrams with these ids, in the given order, silently skipping missing ones."""
         ...
+
     def update_engram(self, engram_id: str, **fields: Any) -> bool:
         """Change fields listed in UPDATABLE_FIELDS; False if the engram does not exist."""
         ...
+
     def update_engrams(self, updates: Mapping[str, Mapping[str, Any]]) -> int:
         """Batch form of update_engram (decay, cluster ids); returns how many were changed."""
         ...
+
     def delete_engram(self, engram_id: str) -> bool:
         """Delete the engram and its edges; False if it did not exist."""
         ...
+
     def list_recent(self, limit: int, memory_type: str | None = None) -> list[Engram]:
         """Most recently accessed first (ties: newest created, then id)."""
         ...
+
     def engram_states(self) -> list[EngramState]: ...
     def count_engrams(self) -> int: ...
 
@@ -244,37 +249,46 @@ class GraphStore(Protocol):
     def upsert_cue(self, cue: Cue) -> Cue:
         """Insert by normalised name or return the existing cue with that name."""
         ...
+
     def link_cue(self, engram_id: str, cue_id: str) -> None:
         """(Engram)-[:EncodedBy]->(Cue), idempotent."""
         ...
+
     def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]: ...
     def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
         """Engrams encoded by any of the (normalised) cue names, most matched cues first."""
         ...
+
     def cue_engram_counts(self, cue_names: Sequence[str]) -> dict[str, int]:
         """How many engrams each existing cue encodes (for the cross-reference boost)."""
         ...
+
     def add_cooccurrence(self, cue_a: str, cue_b: str, delta: float = 1.0, replace: bool = False) -> None:
         """Strengthen (Cue a)-[:CoOccurs]->(Cue b) by delta (cue names), creating it at delta.
 
         With ``replace`` the strength is set to delta (used by import, to stay idempotent).
         """
         ...
+
     def add_relation(self, relation: Relation) -> None:
         """(Cue source)-[:RelatesTo {relation, engram_id}]->(Cue target) by cue names."""
         ...
+
     def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
         """RelatesTo edges recorded by these engrams."""
         ...
+
     def delete_orphan_cues(self) -> int: ...
 
     # -- associations ----------------------------------------------------------------------
     def associate(self, association: Association) -> None:
         """Create or strengthen (keep the max strength) an AssociatedWith edge."""
         ...
+
     def neighbours(self, engram_ids: Sequence[str]) -> list[Association]:
         """AssociatedWith edges touching these engrams, in either direction."""
         ...
+
     def all_associations(self) -> list[Association]: ...
 
     # -- search ----------------------------------------------------------------------------
@@ -283,6 +297,7 @@ class GraphStore(Protocol):
     ) -> list[ScoredId]:
         """Cosine similarity, best first; uses the HNSW index when built, else brute force."""
         ...
+
     def fulltext_search(self, query: str, k: int, memory_type: str | None = None) -> list[ScoredId]:
         """Keyword search over content, best first; an index when built, else a scan."""
         ...
@@ -291,12 +306,14 @@ class GraphStore(Protocol):
     def ensure_indexes(self, threshold: int) -> dict[str, bool]:
         """Build vector/full-text indexes once engrams exceed threshold; returns their state."""
         ...
+
     def stats(self) -> StoreStats: ...
 
     # -- portability -----------------------------------------------------------------------
     def export_records(self) -> Iterator[dict[str, Any]]:
         """Every node and edge as JSON-ready dicts, in the order of stores.records.KINDS."""
         ...
+
     def import_records(self, records: Iterable[dict[str, Any]]) -> int:
         """Idempotent inverse of export_records (usually stores.records.import_into)."""
         ...

@@ -141,7 +141,9 @@ def import_into(store: GraphStore, records: Iterable[dict[str, Any]]) -> int:
                 store.create_engram(engram_from_record(record))
         elif kind == "cue":
             cue = Cue(
-                id=record["id"], name=record["name"], cue_type=record.get("cue_type", "keyword"),
+                id=record["id"],
+                name=record["name"],
+                cue_type=record.get("cue_type", "keyword"),
                 embedding=record.get("embedding"),
             )
             cue_ids[cue.name] = store.upsert_cue(cue).id
@@ -150,22 +152,29 @@ def import_into(store: GraphStore, records: Iterable[dict[str, Any]]) -> int:
         elif kind == "associated_with":
             store.associate(
                 Association(
-                    source_id=record["source_id"], target_id=record["target_id"],
-                    strength=float(record["strength"]), relation_type=record.get("relation_type", "similar"),
+                    source_id=record["source_id"],
+                    target_id=record["target_id"],
+                    strength=float(record["strength"]),
+                    relation_type=record.get("relation_type", "similar"),
                     created_at=_dt(record["created_at"]),
                 )
             )
         elif kind == "co_occurs":
             cue_id(record["source"])
             cue_id(record["target"])
-            store.add_cooccurrence(record["source"], record["target"], float(record["strength"]), replace=True)
+            store.add_cooccurrence(
+                record["source"], record["target"], float(record["strength"]), replace=True
+            )
         elif kind == "relates_to":
             cue_id(record["source"])
             cue_id(record["target"])
             store.add_relation(
                 Relation(
-                    source=record["source"], relation=record["relation"], target=record["target"],
-                    engram_id=record.get("engram_id", ""), created_at=_dt(record["created_at"]),
+                    source=record["source"],
+                    relation=record["relation"],
+                    target=record["target"],
+                    engram_id=record.get("engram_id", ""),
+                    created_at=_dt(record["created_at"]),
                 )
             )
         else:

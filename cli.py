@@ -1,0 +1,378 @@
+"""The ``smriti`` command line (typer + rich).
+
+Every command opens the accessing user's memory through :class:`~smriti.memory.Memory`
+(the same facade the MCP server uses), does one thing and closes it. Known errors
+(configuration, bad input, unknown id, store failures) print one red line on stderr and
+exit with 2 (configuration or input the user must change) or 1 (the operation failed);
+nothing prints a traceback. Results go to stdout (``--json`` for scripts); notices,
+progress and errors go to stderr, so ``smriti export > file`` and ``smriti context``
+in a hook stay clean.
+
+An embedded database (Kuzu) admits one writing process: while ``smriti-mcp`` runs for
+the same user, the CLI reports the store as locked; use the MCP tools instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal
+
+import typer
+
+from smriti.cli_remote import call_tool
+from smriti.cli_render import (
+    components_table,
+    context_lines,
+    error_line,
+    mapping_table,
+    notice,
+    out,
+    print_json,
+    results_table,
+    trace_renderables,
+)
+from smriti.cli_transfer import export_to, import_from
+from smriti.config import SettingsError, load_settings
+from smriti.errors import InvalidInput, NotFound
+
+if TYPE_CHECKING:
+    from smriti.config import Settings
+    from smriti.server_runtime import Runtime
+
+app = typer.Typer(
+    name="smriti",
+    help="Smriti: graph-shaped long-term memory for LLM agents (configuration from environment variables).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+graph_app = typer.Typer(help="Print a pipeline graph as a Mermaid diagram.", no_args_is_help=True)
+app.add_typer(graph_app, name="graph")
+
+Mode = Literal["recall", "search", "list"]
+MemoryType = Literal["episodic", "semantic", "procedural"]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+ServerOption = Annotated[
+    str | None,
+    typer.Option(help="Ask a running streamable-HTTP smriti-mcp (e.g. http://127.0.0.1:8000/mcp) instead."),
+]
+
+
+@dataclass
+class Options:
+    user: str | None = None
+    verbose: bool = False
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    user: Annotated[str | None, typer.Option("--user", "-u", help="User whose memory to open.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at LOG_LEVEL on stderr.")] = False,
+) -> None:
+    ctx.obj = Options(user=user, verbose=verbose)
+
+
+# ----------------------------------------------------------------------------- plumbing
+def _fail(message: str, code: int) -> typer.Exit:
+    error_line(message)
+    return typer.Exit(code)
+
+
+@contextmanager
+def _handled() -> Iterator[None]:
+    """Known errors become one red line and an exit code; anything else is a bug and propagates."""
+    from smriti.stores.base import StoreError, UnsafeUserError
+
+    try:
+        yield
+    except (SettingsError, InvalidInput, UnsafeUserError) as error:
+        raise _fail(str(error), 2) from None
+    except (NotFound, StoreError) as error:
+        raise _fail(str(error), 1) from None
+
+
+def _settings(ctx: typer.Context) -> Settings:
+    settings = load_settings()
+    options: Options = ctx.obj or Options()
+    # The CLI is interactive: library INFO chatter would bury the answer, so WARNING unless -v.
+    level = settings.log_level if options.verbose else "WARNING"
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(level)
+    return settings
+
+
+@contextmanager
+def _runtime(
+    ctx: typer.Context, with_backup: bool = False, settings: Settings | None = None
+) -> Iterator[Runtime]:
+    from smriti.server_runtime import close_runtime, open_runtime
+
+    settings = settings or _settings(ctx)
+    options: Options = ctx.obj or Options()
+    runtime = open_runtime(settings, user=options.user, with_backup=with_backup)
+    try:
+        yield runtime
+    finally:
+        close_runtime(runtime, final_sync=False)
+
+
+def _read_text(value: str) -> str:
+    """``-`` means standard input (pipes, hooks)."""
+    return sys.stdin.read() if value == "-" else value
+
+
+# ----------------------------------------------------------------------------- commands
+@app.command()
+def serve(
+    transport: Annotated[Literal["stdio", "streamable-http"], typer.Option(help="MCP transport.")] = "stdio",
+    host: Annotated[str, typer.Option(help="Bind address (streamable-http).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (streamable-http).")] = 8000,
+) -> None:
+    """Run the MCP server (the same as [bold]smriti-mcp[/bold])."""
+    from smriti.server import serve as run_server
+
+    with _handled():
+        settings = load_settings()
+    run_server(settings, transport, host, port)
+
+
+@app.command()
+def store(
+    ctx: typer.Context,
+    content: Annotated[str, typer.Argument(help="The memory text, or - to read standard input.")],
+    importance: Annotated[float, typer.Option(help="0.0-1.0; 0.8+ is never pruned.")] = 0.5,
+    tags: Annotated[str, typer.Option(help="Comma-separated tags.")] = "",
+    source: Annotated[str, typer.Option(help="Origin label.")] = "",
+    as_json: JsonFlag = False,
+) -> None:
+    """Remember something."""
+    from smriti.nodes.inputs import check_content, check_importance
+
+    with _handled():
+        settings = _settings(ctx)
+        content = check_content(_read_text(content), settings.max_content_chars)
+        importance = check_importance(importance)
+        with _runtime(ctx, settings=settings) as runtime:
+            stored = runtime.memory.store(content, importance=importance, tags=tags, source=source)
+    stored = {k: v for k, v in stored.items() if k != "trace"}
+    if as_json:
+        return print_json(stored)
+    verb = "merged into existing memory" if stored["deduplicated"] else "stored"
+    cues = ", ".join(c["name"] for c in stored["cues"]) or "-"
+    out().print(
+        f"{verb} [cyan]{stored['id']}[/cyan] ({stored['memory_type']}, cluster {stored['cluster_id']})"
+    )
+    out().print(f"cues: {cues}", markup=False)
+
+
+def _recall(ctx: typer.Context, query: str, limit: int, mode: str, memory_type: str | None, explain: bool):
+    from smriti.nodes.inputs import check_limit
+
+    settings = _settings(ctx)
+    check_limit(limit, settings.memory_fabric_max_results)
+    with _runtime(ctx, settings=settings) as runtime:
+        return runtime.memory.recall(query, limit=limit, mode=mode, memory_type=memory_type, explain=explain)
+
+
+@app.command()
+def recall(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="Question or keywords (empty lists recent memories).")] = "",
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Maximum results.")] = 5,
+    mode: Annotated[Mode, typer.Option(help="recall (deep), search (vector only) or list.")] = "recall",
+    memory_type: Annotated[MemoryType | None, typer.Option("--type", help="Filter by memory type.")] = None,
+    explain: Annotated[bool, typer.Option(help="Show the trace per pipeline node.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Recall memories (the unified result format)."""
+    with _handled():
+        result = _recall(ctx, query, limit, mode, memory_type, explain)
+    if as_json:
+        return print_json(result)
+    console = out()
+    console.print(results_table(result, console.width))
+    if explain:
+        if (table := components_table(result)) is not None:
+            console.print(table)
+        console.print("[bold]trace[/bold]")
+        for part in trace_renderables(result.get("trace", [])):
+            console.print(part)
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Maximum results.")] = 10,
+    memory_type: Annotated[MemoryType | None, typer.Option("--type", help="Filter by memory type.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List the most recently used memories."""
+    with _handled():
+        result = _recall(ctx, "", limit, "list", memory_type, False)
+    if as_json:
+        return print_json(result)
+    console = out()
+    console.print(results_table(result, console.width))
+
+
+@app.command()
+def forget(ctx: typer.Context, memory_id: Annotated[str, typer.Argument(help="Id of the memory.")]) -> None:
+    """Delete one memory."""
+    with _handled(), _runtime(ctx) as runtime:
+        done = runtime.memory.forget(memory_id)
+    out().print(f"forgot [cyan]{done['forgotten']}[/cyan]")
+
+
+@app.command()
+def consolidate(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """Decay, prune, strengthen, clean orphan cues, recluster and manage indexes now."""
+    from smriti.cli_render import err
+
+    with _handled(), _runtime(ctx) as runtime, err().status("Consolidating memory…"):
+        report = runtime.consolidate()
+    trace = report.pop("trace", [])
+    if as_json:
+        return print_json({**report, "trace": trace})
+    console = out()
+    console.print(mapping_table("consolidation report", report))
+    for part in trace_renderables(trace):
+        console.print(part)
+
+
+@app.command()
+def stats(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """Counts, clusters, index state, models in use and backup status."""
+    from smriti.server_runtime import describe_status
+
+    with _handled(), _runtime(ctx, with_backup=True) as runtime:
+        status = describe_status(runtime)
+    if as_json:
+        return print_json(status)
+    out().print(mapping_table(f"memory of {status.get('user')}", status))
+
+
+@app.command("export")
+def export_(
+    ctx: typer.Context,
+    path: Annotated[str, typer.Argument(help="Output file (JSON Lines), or - for stdout.")] = "-",
+) -> None:
+    """Export every memory, cue and edge as JSON Lines."""
+    with _handled(), _runtime(ctx) as runtime:
+        count = export_to(runtime.memory, path)
+    notice(f"exported {count} records" + ("" if path == "-" else f" to {path}"))
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    path: Annotated[
+        Path, typer.Argument(help="A JSON Lines file written by export.", exists=True, dir_okay=False)
+    ],
+) -> None:
+    """Import an export (idempotent: importing the same file twice changes nothing)."""
+    with _handled(), _runtime(ctx) as runtime:
+        count = import_from(runtime.memory, path)
+    out().print(f"imported {count} records from {path}")
+
+
+@app.command()
+def context(
+    ctx: typer.Context,
+    prompt: Annotated[str, typer.Argument(help="The prompt; - reads stdin (text or hook JSON).")] = "",
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Maximum memories.")] = 5,
+    max_chars: Annotated[int, typer.Option(help="Truncate each memory to this many characters.")] = 400,
+    server: ServerOption = None,
+) -> None:
+    """Print the most relevant memories as bullet lines (for a session-start or prompt hook)."""
+    with _handled():
+        query = _hook_prompt(prompt)
+        if server:
+            result = call_tool(server, "smriti_recall", {"query": query, "limit": limit})
+        else:
+            result = _recall(ctx, query, limit, "recall", None, False)
+    for line in context_lines(result, max_chars):
+        print(line)
+
+
+def _hook_prompt(value: str) -> str:
+    """Hooks pass JSON on stdin (Claude Code: ``{"prompt": ...}``); plain text works too."""
+    text = _read_text(value)
+    if value == "-" and text.lstrip().startswith("{"):
+        try:
+            payload = json.loads(text)
+        except json.JSONDecodeError:
+            return text
+        if isinstance(payload, dict):
+            return str(payload.get("prompt") or payload.get("query") or "")
+    return text
+
+
+@app.command()
+def sync(ctx: typer.Context, server: ServerOption = None) -> None:
+    """Push the memory to the configured backup now (for a session-end hook)."""
+    with _handled():
+        if server:
+            done = call_tool(server, "smriti_manage", {"action": "sync"})
+            return out().print(mapping_table("backup sync", done.get("details") or {"status": "done"}))
+        settings = _settings(ctx)
+        if settings.backup_type == "none":
+            notice("backups are disabled (BACKUP_TYPE=none): nothing to sync")
+            return
+        with _runtime(ctx, with_backup=True, settings=settings) as runtime:
+            result = runtime.sync()
+    out().print(mapping_table("backup sync", result or {"status": "done"}))
+
+
+@app.command()
+def restore(
+    ctx: typer.Context,
+    force: Annotated[bool, typer.Option(help="Overwrite local memories that differ.")] = False,
+) -> None:
+    """Restore the memory from the configured backup."""
+    from smriti.cli_transfer import restore_backup
+
+    with _handled():
+        result = restore_backup(_settings(ctx), (ctx.obj or Options()).user, force)
+    out().print(mapping_table("restore", result or {"status": "done"}))
+
+
+def _print_graph(name: str) -> None:
+    import importlib
+
+    module = importlib.import_module(f"smriti.pipelines.{name}")
+    print(getattr(module, f"{name}_graph").get_graph().draw_mermaid())
+
+
+@graph_app.command("recall")
+def graph_recall() -> None:
+    """The recall pipeline."""
+    _print_graph("recall")
+
+
+@graph_app.command("store")
+def graph_store() -> None:
+    """The store pipeline."""
+    _print_graph("store")
+
+
+@graph_app.command("consolidate")
+def graph_consolidate() -> None:
+    """The consolidation pipeline."""
+    _print_graph("consolidate")
+
+
+def main() -> None:
+    """Entry point of the ``smriti`` console script."""
+    app(prog_name="smriti")
+
+
+if __name__ == "__main__":
+    main()

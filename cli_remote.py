@@ -1,0 +1,44 @@
+"""CLI commands answered by a running ``smriti-mcp --transport streamable-http`` server.
+
+An embedded database admits one process: while the server holds a user's Kuzu file, a hook
+that runs ``smriti context`` would find it locked. With ``--server URL`` the CLI asks the
+running server through its MCP tools instead of opening the database itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from smriti.errors import InvalidInput
+from smriti.stores.base import StoreError
+
+
+def call_tool(url: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Call one tool on the server at ``url``; returns its structured content.
+
+    Raises:
+        InvalidInput: the server refused the call (tool error), with its message.
+        StoreError: the server could not be reached.
+    """
+    import anyio
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def run() -> Any:
+        async with Client(streamable_http_client(url)) as client:
+            return await client.call_tool(name, arguments)
+
+    try:
+        result = anyio.run(run)
+    except Exception as error:  # connection refused, DNS, HTTP errors, inside exception groups
+        raise StoreError(f"cannot reach the Smriti server at {url}: {_first_cause(error)}") from None
+    if result.is_error:
+        text = " ".join(getattr(block, "text", "") for block in result.content)
+        raise InvalidInput(text.removeprefix(f"Error executing tool {name}: "))
+    return dict(result.structured_content or {})
+
+
+def _first_cause(error: BaseException) -> str:
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return f"{type(error).__name__}: {error}"

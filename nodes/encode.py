@@ -1,0 +1,129 @@
+"""Store's encoding steps: analyse the content, embed it, catch near-duplicates, write the engram."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from smriti.errors import InvalidInput
+from smriti.nodes.trace import traced
+from smriti.pipelines.context import MemoryContext
+from smriti.pipelines.state import StoreState
+from smriti.stores.base import Engram, StoreError
+
+
+@traced("analyze")
+def analyze(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """LLM analysis (summary, memory_type, typed cues, relations); never fails, falls back offline."""
+    from smriti.providers.analysis import analyze as run_analysis
+
+    analysis, analyzer = run_analysis(runtime.context.llm, state["content"])
+    data = analysis.model_dump()
+    data["analyzer"] = analyzer
+    return {
+        "analysis": data,
+        "_notes": (
+            f"{analyzer}: {data['memory_type']}, {len(data['cues'])} cues, {len(data['relations'])} relations"
+        ),
+    }
+
+
+@traced("embed")
+def embed(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Embed the content. Without an embedding the memory could never be recalled, so this fails loudly."""
+    try:
+        vector = runtime.context.embedder.embed_documents([state["content"]])[0]
+    except Exception as error:
+        raise StoreError(
+            f"could not embed the memory ({type(error).__name__}: {error}); nothing was stored"
+        ) from error
+    expected = runtime.context.settings.embedding_dims
+    if len(vector) != expected:
+        raise StoreError(f"the embedder returned {len(vector)} dimensions, EMBEDDING_DIMS is {expected}")
+    return {"embedding": [float(x) for x in vector], "_notes": f"{len(vector)} dimensions"}
+
+
+@traced("dedupe")
+def dedupe(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Find the nearest existing memories; a near-identical one is reinforced instead of copied."""
+    context = runtime.context
+    settings = context.settings
+    similar = context.store.vector_search(state["embedding"], settings.associate_top_k + 1)
+    nearest = [{"id": s.id, "score": s.score} for s in similar]
+    if not similar or similar[0].score < settings.store_dedup_threshold:
+        return {
+            "similar": nearest,
+            "duplicate_of": None,
+            "_candidates": nearest,
+            "_notes": "no near-duplicate",
+        }
+
+    existing = context.store.get_engram(similar[0].id)
+    if existing is None:  # deleted meanwhile: store as new
+        return {"similar": nearest[1:], "duplicate_of": None, "_candidates": nearest}
+    tags = ",".join(
+        dict.fromkeys([*existing.tag_list(), *[t for t in state.get("tags", "").split(",") if t]])
+    )
+    with context.write_lock:
+        context.store.update_engram(
+            existing.id,
+            access_count=existing.access_count + 1,
+            last_accessed_at=context.clock(),
+            decay_factor=min(1.0, existing.decay_factor + settings.reinforce_boost),
+            importance=max(existing.importance, state.get("importance", 0.5)),
+            tags=tags,
+        )
+    cues = context.store.cues_of([existing.id]).get(existing.id, [])
+    return {
+        "similar": nearest,
+        "duplicate_of": existing.id,
+        "id": existing.id,
+        "memory_type": existing.memory_type,
+        "cues": [{"name": c.name, "type": c.cue_type} for c in cues],
+        "cluster_id": existing.cluster_id,
+        "deduplicated": True,
+        "_candidates": nearest,
+        "_notes": f"near-duplicate of {existing.id} ({similar[0].score:.3f}): reinforced, tags merged",
+    }
+
+
+def _memory_time(state: StoreState, context: MemoryContext) -> datetime:
+    raw = state.get("created_at")
+    if not raw:
+        return context.clock()
+    try:
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        raise InvalidInput(f"created_at must be an ISO 8601 time, got {raw!r}") from None
+    if moment.tzinfo is None:
+        raise InvalidInput("created_at must include a time zone (e.g. 2024-05-08T13:56:00+00:00)")
+    return moment
+
+
+@traced("write")
+def write(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    context = runtime.context
+    analysis = state["analysis"]
+    moment = _memory_time(state, context)
+    engram = Engram(
+        content=state["content"],
+        summary=analysis.get("summary", ""),
+        memory_type=analysis.get("memory_type", "episodic"),
+        importance=state.get("importance", 0.5),
+        created_at=moment,
+        last_accessed_at=moment,
+        embedding=state["embedding"],
+        source=state.get("source", ""),
+        tags=state.get("tags", ""),
+    )
+    with context.write_lock:
+        context.store.create_engram(engram)
+    return {
+        "id": engram.id,
+        "memory_type": engram.memory_type,
+        "deduplicated": False,
+        "cluster_id": engram.cluster_id,
+        "_notes": f"engram {engram.id}",
+    }

@@ -1,0 +1,30 @@
+"""Consolidation's last step: make sure the search indexes exist once the store is big enough."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from smriti.nodes.trace import traced
+from smriti.pipelines.context import MemoryContext
+from smriti.pipelines.state import ConsolidateState
+
+# Shared with the store pipeline's lazy index check, which skips the store call once set.
+INDEXES_READY_KEY = "indexes_ready"
+
+
+@traced("indexes")
+def manage_indexes(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Build the HNSW vector and full-text indexes once engrams exceed INDEX_THRESHOLD; report their state.
+
+    Always asks the store (unlike the store pipeline's cached check): consolidation is rare,
+    and an index dropped behind our back (a re-embedding, say) is noticed and rebuilt here.
+    """
+    context = runtime.context
+    threshold = context.settings.index_threshold
+    with context.write_lock:
+        indexes = dict(context.store.ensure_indexes(threshold))
+    context.cache[INDEXES_READY_KEY] = bool(indexes) and all(indexes.values())
+    built = ", ".join(f"{name}={'yes' if ready else 'no'}" for name, ready in indexes.items()) or "none"
+    return {"report": {"indexes": indexes}, "_notes": f"threshold {threshold}: {built}"}

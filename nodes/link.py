@@ -1,0 +1,131 @@
+"""Store's linking steps: cues and their edges, associations, cluster inheritance, lazy indexes."""
+
+from __future__ import annotations
+
+from collections import deque
+from itertools import combinations
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from smriti.nodes.trace import traced
+from smriti.pipelines.context import MemoryContext
+from smriti.pipelines.state import StoreState
+from smriti.stores.base import Association, Cue, Relation, normalise_cue_name
+
+# CoOccurs grows quadratically with the cues of one memory; the first few (entities come
+# first) carry the topic, so pairs are limited to them.
+MAX_COOCCURRING_CUES = 6
+# How many of the latest memories of the same source (conversation, session) a new one links to.
+SAME_SOURCE_NEIGHBOURS = 2
+SAME_SOURCE_STRENGTH = 0.5
+
+
+def memory_cues(analysis: dict[str, Any], tags: str) -> list[dict[str, str]]:
+    """The analysis cues plus the tags (as cues of type ``tag``), unique by normalised name."""
+    cues: dict[str, dict[str, str]] = {}
+    for cue in analysis.get("cues", []):
+        name = normalise_cue_name(cue["name"])
+        if name:
+            cues.setdefault(name, {"name": name, "type": cue.get("type", "keyword")})
+    for tag in (t for t in tags.split(",") if t.strip()):
+        name = normalise_cue_name(tag)
+        cues.setdefault(name, {"name": name, "type": "tag"})
+    return list(cues.values())
+
+
+@traced("link_cues")
+def link_cues(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """EncodedBy to every cue, CoOccurs between the leading cues, RelatesTo for extracted relations."""
+    store = runtime.context.store
+    cues = memory_cues(state["analysis"], state.get("tags", ""))
+    with runtime.context.write_lock:
+        for cue in cues:
+            stored = store.upsert_cue(Cue(name=cue["name"], cue_type=cue["type"]))
+            store.link_cue(state["id"], stored.id)
+        for a, b in combinations(sorted(c["name"] for c in cues[:MAX_COOCCURRING_CUES]), 2):
+            store.add_cooccurrence(a, b, 1.0)
+        relations = state["analysis"].get("relations", [])
+        for rel in relations:
+            source, target = normalise_cue_name(rel["source"]), normalise_cue_name(rel["target"])
+            if not source or not target or source == target:
+                continue
+            for name in (source, target):
+                store.upsert_cue(Cue(name=name, cue_type="concept"))
+            store.add_relation(
+                Relation(source=source, relation=rel["relation"], target=target, engram_id=state["id"])
+            )
+    return {"cues": cues, "_notes": f"{len(cues)} cues, {len(relations)} relations"}
+
+
+@traced("associate")
+def associate(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """AssociatedWith to the most similar memories and to the latest ones of the same source."""
+    context = runtime.context
+    settings = context.settings
+    links: dict[str, tuple[float, str]] = {}
+    for hit in state.get("similar", [])[: settings.associate_top_k]:
+        if hit["id"] != state["id"] and hit["score"] >= settings.associate_min_similarity:
+            links[hit["id"]] = (hit["score"], "similar")
+    source = state.get("source", "")
+    if source:
+        # Per-process memory of the latest engrams of each source: a conversation or session
+        # stored turn by turn links each turn to the ones just before it.
+        recent: deque[str] = context.cache.setdefault("recent_by_source", {}).setdefault(
+            source, deque(maxlen=SAME_SOURCE_NEIGHBOURS)
+        )
+        for engram_id in recent:
+            if engram_id not in links:
+                links[engram_id] = (SAME_SOURCE_STRENGTH, "same_source")
+        recent.appendleft(state["id"])
+    now = context.clock()
+    with context.write_lock:
+        for target, (strength, kind) in links.items():
+            context.store.associate(
+                Association(
+                    source_id=state["id"],
+                    target_id=target,
+                    strength=strength,
+                    relation_type=kind,
+                    created_at=now,
+                )
+            )
+    return {
+        "_candidates": [{"id": t, "score": s} for t, (s, _) in links.items()],
+        "_notes": f"{len(links)} association(s)",
+    }
+
+
+@traced("inherit_cluster")
+def inherit_cluster(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """A new engram joins the Leiden cluster of its strongest associated neighbour."""
+    from smriti.nodes.cluster import inherit_cluster as choose
+
+    store = runtime.context.store
+    edges = store.neighbours([state["id"]])
+    strengths: dict[str, float] = {}
+    for edge in edges:
+        other = edge.target_id if edge.source_id == state["id"] else edge.source_id
+        strengths[other] = max(strengths.get(other, 0.0), edge.strength)
+    clusters = {e.id: e.cluster_id for e in store.get_engrams(sorted(strengths))}
+    cluster = choose(strengths, clusters)
+    if cluster >= 0:
+        with runtime.context.write_lock:
+            store.update_engram(state["id"], cluster_id=cluster)
+    return {
+        "cluster_id": cluster,
+        "_notes": f"cluster {cluster}" if cluster >= 0 else "no clustered neighbour",
+    }
+
+
+@traced("index_check")
+def index_check(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Build the vector and full-text indexes lazily, once the store passes INDEX_THRESHOLD."""
+    context = runtime.context
+    if context.cache.get("indexes_ready"):
+        return {"_notes": "indexes already built"}
+    with context.write_lock:
+        state_of = context.store.ensure_indexes(context.settings.index_threshold)
+    if all(state_of.values()):
+        context.cache["indexes_ready"] = True
+    return {"_notes": ", ".join(f"{k}={v}" for k, v in state_of.items())}

@@ -1,0 +1,140 @@
+"""Cluster-aware composite scoring, top-k, reinforcement and the final result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from smriti.nodes.results import unified_result
+from smriti.nodes.scoring import (
+    CompositeWeights,
+    FabricWeights,
+    cluster_factor,
+    composite_score,
+    fabric_score,
+    hop_factor,
+    rank,
+    recency,
+    source_authority,
+)
+from smriti.nodes.trace import traced
+from smriti.pipelines.context import MemoryContext
+from smriti.pipelines.state import RecallState
+
+
+def _now(runtime: Runtime[MemoryContext]):
+    return runtime.context.clock()
+
+
+@traced("seed_cluster")
+def find_seed_cluster(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """The most common cluster among the direct hits (the topic the query is about)."""
+    from smriti.nodes.cluster import seed_cluster
+
+    direct = [c["cluster_id"] for c in state.get("candidates", []) if not c["hops"]]
+    seed = seed_cluster(direct)
+    return {"seed_cluster": seed, "_notes": f"seed cluster {seed}" if seed >= 0 else "no seed cluster"}
+
+
+@traced("score")
+def score(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Composite (or Memory Fabric) score of every candidate, then the top ``limit``.
+
+    In ``search`` mode the score is the cosine similarity alone: that mode promises a
+    fast, shallow vector ranking.
+    """
+    settings = runtime.context.settings
+    now = _now(runtime)
+    seed = state.get("seed_cluster", -1)
+    composite = CompositeWeights(
+        settings.score_weight_similarity,
+        settings.score_weight_recency,
+        settings.score_weight_importance,
+        settings.score_weight_decay,
+    )
+    fabric = FabricWeights(
+        settings.fabric_weight_recency, settings.fabric_weight_relevance, settings.fabric_weight_authority
+    )
+    scored = []
+    for candidate in state.get("candidates", []):
+        item = dict(candidate)
+        if state["mode"] == "search":
+            item["score"], item["components"] = item["relevance"], {}
+        else:
+            fresh = recency(item["last_accessed_at"], now, settings.recency_half_life_days)
+            hop = hop_factor(item["hops"], settings.hop_penalty)
+            cluster = cluster_factor(item["hops"], item["cluster_id"], seed, settings.cross_cluster_penalty)
+            if settings.scoring_profile == "fabric":
+                authority = source_authority(item.get("cross_validated", False), item.get("boosted", False))
+                item["score"], item["components"] = fabric_score(
+                    item["relevance"], fresh, authority, fabric, hop, cluster
+                )
+            else:
+                item["score"], item["components"] = composite_score(
+                    item["relevance"],
+                    fresh,
+                    item["importance"],
+                    item["decay_factor"],
+                    composite,
+                    hop,
+                    cluster,
+                )
+        scored.append(item)
+    top = rank(scored)[: state["limit"]]
+    return {
+        "results": top,
+        "_candidates": [{"id": c["id"], "score": c["score"]} for c in top],
+        "_notes": f"profile={settings.scoring_profile if state['mode'] != 'search' else 'similarity'}; "
+        f"kept {len(top)} of {len(scored)}",
+    }
+
+
+@traced("list_recent")
+def list_recent(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Mode list: the most recently accessed memories, no search, no reinforcement."""
+    from smriti.nodes.hops import load_candidates
+
+    engrams = runtime.context.store.list_recent(state["limit"], state.get("memory_type"))
+    hits = {e.id: {"origins": ["list"]} for e in engrams}
+    candidates = load_candidates(runtime.context, [e.id for e in engrams], hits, state.get("memory_type"))
+    now = _now(runtime)
+    half_life = runtime.context.settings.recency_half_life_days
+    for candidate in candidates:
+        candidate["score"] = recency(candidate["last_accessed_at"], now, half_life)
+    return {
+        "results": candidates,
+        "_candidates": [{"id": c["id"], "score": c["score"]} for c in candidates],
+        "_notes": f"{len(candidates)} most recently accessed",
+    }
+
+
+@traced("reinforce")
+def reinforce(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Recalled memories get stronger: access_count + 1, last_accessed_at = now, decay_factor up."""
+    context = runtime.context
+    results = state.get("results", [])
+    if state["mode"] == "list" or not results:
+        return {"_notes": "nothing reinforced"}
+    now = _now(runtime)
+    boost = context.settings.reinforce_boost
+    updates = {
+        r["id"]: {
+            "access_count": r["access_count"] + 1,
+            "last_accessed_at": now,
+            "decay_factor": min(1.0, r["decay_factor"] + boost),
+        }
+        for r in results
+    }
+    with context.write_lock:
+        changed = context.store.update_engrams(updates)
+    refreshed = [{**r, **updates[r["id"]]} for r in results]
+    return {"results": refreshed, "_notes": f"reinforced {changed} memories"}
+
+
+@traced("format")
+def format_result(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    result = unified_result(
+        state.get("query", ""), state["mode"], state.get("results", []), state.get("explain", False)
+    )
+    return {"result": result, "_notes": f"{result['total_results']} result(s)"}

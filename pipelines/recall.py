@@ -1,0 +1,81 @@
+"""The recall graph (EcphoryRAG with Memory Fabric stages).
+
+```
+validate ─┬─ list ──> list_recent ──────────────────────────────────────────────> format
+          ├─ search > vector_only > gather ───────────────────────> score > reinforce > format
+          └─ recall > parse_query ┬ cue_traverse ─┐
+                                  ├ vector_search ┼> gather > multi_hop > seed_cluster
+                                  └ fulltext ─────┘
+    seed_cluster > dedupe > cross_reference > score > reinforce > format
+```
+The three direct branches run in parallel and join before expansion. Input is
+:class:`RecallInput`, output :class:`RecallOutput` (``result`` in the unified format and
+the ``trace``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+
+from smriti.nodes.cues import cue_traverse, parse_query
+from smriti.nodes.fabric import cross_reference, dedupe
+from smriti.nodes.hops import gather, multi_hop
+from smriti.nodes.inputs import validate_recall
+from smriti.nodes.score import find_seed_cluster, format_result, list_recent, reinforce, score
+from smriti.nodes.vector import fulltext_search, vector_search
+from smriti.pipelines.context import MemoryContext
+from smriti.pipelines.state import RecallInput, RecallOutput, RecallState
+
+DIRECT_BRANCHES = ["cue_traverse", "vector_search", "fulltext_search"]
+
+
+def _route_mode(state: RecallState) -> str:
+    return {"list": "list_recent", "search": "vector_only"}.get(state["mode"], "parse_query")
+
+
+def _after_gather(state: RecallState) -> str:
+    return "score" if state["mode"] == "search" else "multi_hop"
+
+
+def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | None = None):
+    """Compile the recall graph; pass a checkpointer and ``interrupt_before`` to step through it."""
+    builder = StateGraph(
+        RecallState, context_schema=MemoryContext, input_schema=RecallInput, output_schema=RecallOutput
+    )
+    builder.add_node("validate", validate_recall)
+    builder.add_node("list_recent", list_recent)
+    builder.add_node("vector_only", vector_search)
+    builder.add_node("parse_query", parse_query)
+    builder.add_node("cue_traverse", cue_traverse)
+    builder.add_node("vector_search", vector_search)
+    builder.add_node("fulltext_search", fulltext_search)
+    builder.add_node("gather", gather)
+    builder.add_node("multi_hop", multi_hop)
+    builder.add_node("seed_cluster", find_seed_cluster)
+    builder.add_node("dedupe", dedupe)
+    builder.add_node("cross_reference", cross_reference)
+    builder.add_node("score", score)
+    builder.add_node("reinforce", reinforce)
+    builder.add_node("format", format_result)
+
+    builder.add_edge(START, "validate")
+    builder.add_conditional_edges("validate", _route_mode, ["list_recent", "vector_only", "parse_query"])
+    builder.add_edge("list_recent", "format")
+    builder.add_edge("vector_only", "gather")
+    for branch in DIRECT_BRANCHES:
+        builder.add_edge("parse_query", branch)
+    builder.add_edge(DIRECT_BRANCHES, "gather")
+    builder.add_conditional_edges("gather", _after_gather, ["score", "multi_hop"])
+    builder.add_edge("multi_hop", "seed_cluster")
+    builder.add_edge("seed_cluster", "dedupe")
+    builder.add_edge("dedupe", "cross_reference")
+    builder.add_edge("cross_reference", "score")
+    builder.add_edge("score", "reinforce")
+    builder.add_edge("reinforce", "format")
+    builder.add_edge("format", END)
+    return builder.compile(checkpointer=checkpointer, interrupt_before=interrupt_before, name="smriti_recall")
+
+
+recall_graph = build_recall_graph()

@@ -1,0 +1,64 @@
+"""The store graph: validate > analyze > embed > dedupe > write > link_cues > associate >
+inherit_cluster > index_check. A near-duplicate ends the run after ``dedupe`` with the
+existing id and ``deduplicated: true``.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+
+from smriti.nodes.encode import analyze, dedupe, embed, write
+from smriti.nodes.inputs import validate_store
+from smriti.nodes.link import associate, index_check, inherit_cluster, link_cues
+from smriti.pipelines.context import MemoryContext
+from smriti.pipelines.state import StoreInput, StoreOutput, StoreState
+
+STEPS = [
+    "validate",
+    "analyze",
+    "embed",
+    "dedupe",
+    "write",
+    "link_cues",
+    "associate",
+    "inherit_cluster",
+    "index_check",
+]
+
+
+def _after_dedupe(state: StoreState) -> str:
+    return END if state.get("duplicate_of") else "write"
+
+
+def build_store_graph(checkpointer: Any = None, interrupt_before: list[str] | None = None):
+    """Compile the store graph; pass a checkpointer and ``interrupt_before`` to step through it."""
+    builder = StateGraph(
+        StoreState, context_schema=MemoryContext, input_schema=StoreInput, output_schema=StoreOutput
+    )
+    nodes = [
+        validate_store,
+        analyze,
+        embed,
+        dedupe,
+        write,
+        link_cues,
+        associate,
+        inherit_cluster,
+        index_check,
+    ]
+    for name, node in zip(STEPS, nodes, strict=True):
+        builder.add_node(name, node)
+    builder.add_edge(START, "validate")
+    for before, after in pairwise(STEPS[:4]):
+        builder.add_edge(before, after)
+    builder.add_conditional_edges("dedupe", _after_dedupe, ["write", END])
+    for before, after in pairwise(STEPS[4:]):
+        builder.add_edge(before, after)
+    builder.add_edge(STEPS[-1], END)
+    return builder.compile(checkpointer=checkpointer, interrupt_before=interrupt_before, name="smriti_store")
+
+
+store_graph = build_store_graph()

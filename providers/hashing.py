@@ -1,0 +1,57 @@
+"""An offline embedder: signed feature hashing of words and word pairs.
+
+It needs no model file and no network, so the server always starts. It is lexical, not
+semantic: "car" and "automobile" are unrelated to it. On conversational benchmarks such as
+LoCoMo lexical overlap is a strong signal (see bench/RESULTS.md), and cue traversal carries
+the rest. Set an embedding endpoint for semantic similarity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from itertools import pairwise
+
+from langchain_core.embeddings import Embeddings
+
+from smriti.providers.text import STOPWORDS, light_stem, words
+
+
+def _bucket(feature: str, dims: int) -> tuple[int, float]:
+    """Stable across processes (unlike ``hash``): blake2b picks the axis and the sign."""
+    digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+    value = int.from_bytes(digest, "little")
+    return value % dims, 1.0 if (value >> 63) & 1 else -1.0
+
+
+class HashingEmbeddings(Embeddings):
+    """Deterministic bag-of-words vectors of fixed dimension, L2-normalised.
+
+    Features are stemmed content words (weight 1) and adjacent word pairs (weight 0.5);
+    stop words are dropped so that "what did Alice say" matches memories about Alice.
+    """
+
+    model = "smriti-hashing-v1"
+
+    def __init__(self, dims: int = 1536) -> None:
+        if dims < 8:
+            raise ValueError("HashingEmbeddings needs at least 8 dimensions")
+        self.dims = dims
+
+    def _features(self, text: str) -> list[tuple[str, float]]:
+        terms = [light_stem(w.lower()) for w in words(text)]
+        terms = [t for t in terms if t not in STOPWORDS]
+        features = [(t, 1.0) for t in terms]
+        features += [(f"{a} {b}", 0.5) for a, b in pairwise(terms)]
+        return features
+
+    def embed_query(self, text: str) -> list[float]:
+        vector = [0.0] * self.dims
+        for feature, weight in self._features(text):
+            axis, sign = _bucket(feature, self.dims)
+            vector[axis] += sign * weight
+        norm = math.sqrt(sum(v * v for v in vector))
+        return [v / norm for v in vector] if norm else vector
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self.embed_query(text) for text in texts]

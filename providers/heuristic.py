@@ -1,0 +1,165 @@
+"""The offline analyser: cues, memory type, relations and query intent without an LLM.
+
+Rules, not a model, so its limits are easy to state: entities are capitalised word runs,
+hyphenated or alphanumeric terms; keywords are the most frequent content words; relations
+come from a fixed list of verbs between two names. It is what runs with no API key, and
+what every LLM failure falls back to, so a memory is never lost for want of a model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from smriti.providers.schemas import Analysis, CueItem, ParsedQuery, RelationItem
+from smriti.providers.text import STOPWORDS, content_words, first_sentence, light_stem
+
+MAX_CUES = 12
+MAX_KEYWORDS = 8
+
+_TIME_WORDS = frozenset(
+    (
+        "monday tuesday wednesday thursday friday saturday sunday january february march april may "
+        "june july august september october november december yesterday today tomorrow tonight "
+        "weekend morning evening week month year"
+    ).split()
+)
+# Capitalised at the start of a sentence for grammar, not because they are names.
+_NOT_NAMES = (
+    STOPWORDS
+    | _TIME_WORDS
+    | frozenset("please remember note use using always never maybe perhaps first next last also".split())
+)
+_NAME_RUN = re.compile(r"\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*")
+_TECH_TERM = re.compile(r"\b(?:[a-z]+[-_.][a-z0-9]+[\w.-]*|[a-z]+\d[\w.-]*|[a-z]+[A-Z]\w*)\b")
+_YEAR = re.compile(r"\b(?:19|20)\d\d\b")
+_RELATION_VERBS = (
+    "uses",
+    "used",
+    "prefers",
+    "preferred",
+    "likes",
+    "loves",
+    "hates",
+    "owns",
+    "recommends",
+    "recommended",
+    "works at",
+    "works on",
+    "worked at",
+    "lives in",
+    "moved to",
+    "joined",
+    "manages",
+    "depends on",
+    "replaced",
+    "chose",
+    "switched to",
+    "visited",
+    "married",
+)
+_RELATION = re.compile(
+    r"\b([A-Za-z][\w-]*(?:\s+[A-Z][\w-]*)?)\s+(" + "|".join(_RELATION_VERBS) + r")\s+"
+    r"(?:the\s+|a\s+|an\s+)?([A-Za-z0-9][\w.-]*(?:\s+[A-Z][\w-]*)*)"
+)
+_PROCEDURAL = re.compile(
+    r"\b(how to|step \d|steps|first,|then run|to install|to deploy|to configure|run `|command)\b"
+    r"|^\s*(run|install|use|set|add|create|open|click|restart|deploy|configure)\b",
+    re.IGNORECASE,
+)
+_EPISODIC = re.compile(
+    r"\b(yesterday|today|tonight|last (week|month|year|night)|ago|this morning|met|went|visited|"
+    r"attended|happened|was|were|did|had)\b",
+    re.IGNORECASE,
+)
+_SEMANTIC = re.compile(
+    r"\b(is|are|prefers?|likes?|loves?|always|usually|never|uses|favou?rite)\b", re.IGNORECASE
+)
+
+
+def _names(text: str) -> list[tuple[str, str]]:
+    """Capitalised runs ("Caroline", "New York") and technical terms ("pgvector-0.7", "gpt-4o")."""
+    found: list[tuple[str, str]] = []
+    for match in _NAME_RUN.finditer(text):
+        run = [w for w in re.sub(r"'s\b", "", match.group()).split() if w.lower() not in _NOT_NAMES]
+        if not run:
+            continue
+        name = " ".join(run)
+        before = text[: match.start()].rstrip()
+        kind = "place" if re.search(r"\b(in|at|to|from|near)$", before) else "person"
+        if name.isupper() and len(name) > 1:
+            kind = "organization"  # acronyms: NASA, LGBTQ, AWS
+        if len(run) > 3 or any(ch.isdigit() for ch in name):
+            kind = "concept"
+        found.append((name, kind))
+    for match in _TECH_TERM.finditer(text):
+        found.append((match.group().rstrip(".-"), "technology"))
+    for match in _YEAR.finditer(text):
+        found.append((match.group(), "time"))
+    for word in re.findall(r"[A-Za-z]+", text):
+        if word.lower() in _TIME_WORDS and word.lower() not in {"week", "month", "year"}:
+            found.append((word.lower(), "time"))
+    return found
+
+
+def extract_cues(text: str) -> list[CueItem]:
+    """Entities first (they carry the topic), then the most frequent keywords."""
+    cues: dict[str, CueItem] = {}
+    for name, kind in _names(text):
+        cues.setdefault(name.lower(), CueItem(name=name, type=kind))
+    entity_words = {light_stem(w) for key in cues for w in key.split()}
+    counts = Counter(w for w in content_words(text) if w not in entity_words and not w.isdigit())
+    for word, _ in counts.most_common(MAX_KEYWORDS):
+        cues.setdefault(word, CueItem(name=word, type="keyword"))
+    return list(cues.values())[:MAX_CUES]
+
+
+def extract_relations(text: str) -> list[RelationItem]:
+    relations = []
+    for source, verb, target in _RELATION.findall(text):
+        if source.lower() in STOPWORDS or target.lower() in STOPWORDS:
+            continue
+        relations.append(RelationItem(source=source, relation=verb, target=target))
+    return relations
+
+
+def memory_type(text: str) -> str:
+    if _PROCEDURAL.search(text):
+        return "procedural"
+    if _EPISODIC.search(text):
+        return "episodic"
+    if _SEMANTIC.search(text):
+        return "semantic"
+    return "episodic"
+
+
+def analyze(text: str) -> Analysis:
+    return Analysis(
+        summary=first_sentence(text),
+        memory_type=memory_type(text),
+        cues=extract_cues(text),
+        relations=extract_relations(text),
+    )
+
+
+def query_intent(query: str) -> str:
+    lowered = query.lower()
+    if re.search(r"\b(decid|decision|chose|choose|recommend|approach|prefer|should we)", lowered):
+        return "decision"
+    if re.search(r"\bhow (do|to|can|should)\b|\bsteps?\b|\binstall|\bconfigure", lowered):
+        return "procedure"
+    if re.search(r"\bwhen\b|\bwhat (day|date|time|year|month)\b|\bhow long\b", lowered):
+        return "event"
+    if re.search(r"\bwho\b|\bwhose\b", lowered):
+        return "person"
+    if re.search(r"\b(what|which|where|why|is|are|does|do)\b", lowered):
+        return "fact"
+    return "general"
+
+
+def parse_query(query: str) -> ParsedQuery:
+    """Cues to traverse from (entities and keywords), the entities named, and the intent."""
+    cues = extract_cues(query)
+    hints = [c.name for c in cues if c.type != "keyword"]
+    hints += [w for w in re.findall(r"\b[a-z]+-[a-z][\w-]*\b", query.lower()) if w not in hints]
+    return ParsedQuery(cues=[c.name for c in cues], entity_hints=hints, intent=query_intent(query))

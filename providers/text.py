@@ -1,0 +1,63 @@
+"""Small text utilities shared by the offline embedder and the heuristic analyser."""
+
+from __future__ import annotations
+
+import re
+
+# Function words and conversational filler: never useful as cues or hashing features.
+STOPWORDS = frozenset(
+    (
+        "a about above after again against all also am an and any are as at be because been before "
+        "being below between both but by can could did do does doing done down during each few for "
+        "from further get got had has have having he her here hers herself him himself his how i if "
+        "in into is it its itself just let like me more most my myself no nor not now of off on once "
+        "only or other our ours ourselves out over own really same she should so some such than that "
+        "the their theirs them themselves then there these they this those through to too under until "
+        "up very was we were what when where which while who whom why will with would yeah yes you "
+        "your yours yourself oh okay ok um uh hey hi thanks thank sure well much many lot lots one "
+        "thing things something anything going go went gone say said tell told know knew think "
+        "thought feel felt want wanted make made "
+    ).split()
+)
+
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def words(text: str) -> list[str]:
+    """Words as written (case kept), possessive ``'s`` removed."""
+    return [re.sub(r"'s$", "", w) for w in _WORD.findall(text)]
+
+
+def light_stem(word: str) -> str:
+    """A deliberately light English stemmer: plural and -ing/-ed endings only.
+
+    Heavier stemmers (Porter) merge unrelated words ("university"/"universe"); for cue
+    matching a few common inflections are enough.
+    """
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    for suffix, replacement in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("s", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            if suffix == "s" and word.endswith(("ss", "us", "is")):
+                return word
+            return word[: len(word) - len(suffix)] + replacement
+    return word
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-cased, stemmed words of three or more characters that are not stop words."""
+    out = []
+    for word in words(text):
+        lower = word.lower()
+        if len(lower) >= 3 and lower not in STOPWORDS:
+            out.append(light_stem(lower))
+    return out
+
+
+def first_sentence(text: str, limit: int = 200) -> str:
+    """The first sentence, cut at ``limit`` characters on a word boundary."""
+    sentence = _SENTENCE.split(text.strip(), maxsplit=1)[0]
+    if len(sentence) <= limit:
+        return sentence
+    return sentence[:limit].rsplit(" ", 1)[0] + "…"

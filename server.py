@@ -1,0 +1,379 @@
+"""The Smriti MCP server: three tools over one user's :class:`~smriti.memory.Memory`.
+
+``build_server(settings)`` returns an :class:`MCPServer` whose lifespan opens ONE Memory
+(and the backup manager when ``BACKUP_TYPE`` is set), runs consolidation and backup sync in
+the background, and on shutdown stops them, runs a final sync and closes the database.
+``main()`` is the ``smriti-mcp`` console script (``python -m smriti.server`` works too).
+
+Decisions worth knowing:
+
+* Every tool validates its arguments before touching the store (the same validators the
+  pipelines use, so messages match the CLI) and maps :class:`InvalidInput`/:class:`NotFound`
+  to a tool error; any other exception is logged with its traceback and returned as a
+  tool error too, so a failing LLM or embedding endpoint never takes the server down.
+* Memory methods are synchronous (embedded databases, LangGraph ``invoke``): they run in a
+  worker thread so the event loop keeps answering other requests.
+* Results carry ``structured_content`` (validated against the advertised output schema)
+  and the same JSON as text for clients that only read text.
+* stdout is the protocol channel on stdio: logging goes to stderr only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from smriti.config import Settings, SettingsError, load_settings
+from smriti.errors import InvalidInput, NotFound
+from smriti.nodes.inputs import check_content, check_importance, check_limit, check_memory_type, check_mode
+from smriti.server_runtime import (
+    close_runtime,
+    describe_status,
+    open_runtime,
+    startup_error,
+)
+from smriti.server_schemas import (
+    INSTRUCTIONS,
+    MANAGE_DESCRIPTION,
+    RECALL_DESCRIPTION,
+    STORE_DESCRIPTION,
+    Action,
+    ManageResult,
+    Mode,
+    RecallResult,
+    StoreResult,
+)
+from smriti.stores.base import StoreError
+
+if TYPE_CHECKING:
+    from smriti.server_runtime import Runtime
+
+logger = logging.getLogger("smriti.server")
+
+
+# ----------------------------------------------------------------------------- tool plumbing
+def _runtime(ctx: Context) -> Runtime:
+    return ctx.request_context.lifespan_context
+
+
+def _result(payload: dict[str, Any]) -> CallToolResult:
+    """Structured content plus the same JSON as text, for text-only clients."""
+    text = json.dumps(payload, ensure_ascii=False, default=str)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
+
+
+async def _call[T](what: str, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a synchronous Memory call in a worker thread and turn failures into tool errors."""
+    try:
+        return await anyio.to_thread.run_sync(functools.partial(func, *args, **kwargs))
+    except (InvalidInput, NotFound) as error:  # BackupDisabled is an InvalidInput
+        raise ToolError(str(error)) from None
+    except StoreError as error:  # an anticipated backend or model failure, already worded for people
+        logger.warning("%s failed: %s", what, error)
+        raise ToolError(f"{what} failed: {error}") from None
+    except Exception as error:  # why: a model or backend failure must not end the session
+        logger.exception("%s failed", what)
+        message = str(error).splitlines()[0][:300] if str(error) else ""
+        raise ToolError(f"{what} failed: {type(error).__name__}: {message}".rstrip(": ")) from None
+
+
+def _check[T](check: Callable[..., T], *args: Any) -> T:
+    try:
+        return check(*args)
+    except InvalidInput as error:
+        raise ToolError(str(error)) from None
+
+
+# ----------------------------------------------------------------------------- the server
+def build_server(settings: Settings, *, on_shutdown: Callable[[], None] | None = None) -> MCPServer:
+    """Build the MCP server for ``settings`` (nothing is opened until the lifespan starts).
+
+    Args:
+        settings: validated settings; the lifespan opens ``Memory.open(settings)``.
+        on_shutdown: called once the database is closed at the end of the lifespan.
+
+    Returns:
+        An :class:`MCPServer` with the tools ``smriti_store``, ``smriti_recall`` and
+        ``smriti_manage``; run it with :func:`serve` or any MCP transport.
+    """
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[Runtime]:
+        runtime = await anyio.to_thread.run_sync(open_runtime, settings)
+        try:
+            async with anyio.create_task_group() as tasks:
+                _start_background(tasks, runtime)
+                try:
+                    yield runtime
+                finally:
+                    tasks.cancel_scope.cancel()
+        finally:
+            # Shielded: a cancelled server (SIGTERM) must still sync and close the database.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(close_runtime, runtime)
+            if on_shutdown is not None:
+                on_shutdown()
+
+    server = MCPServer(
+        "smriti",
+        title="Smriti memory",
+        instructions=INSTRUCTIONS,
+        version=_version(),
+        lifespan=lifespan,
+        log_level=settings.log_level,
+    )
+
+    @server.tool(
+        name="smriti_store",
+        title="Remember",
+        description=STORE_DESCRIPTION,
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+    )
+    async def smriti_store(
+        ctx: Context,
+        content: Annotated[str, Field(description="The memory, as self-contained sentences")],
+        importance: Annotated[float, Field(description="0.0-1.0; 0.8+ is never pruned")] = 0.5,
+        tags: Annotated[str, Field(description="Comma-separated labels")] = "",
+        source: Annotated[str, Field(description="Origin label, e.g. meeting-notes")] = "",
+    ) -> Annotated[CallToolResult, StoreResult]:
+        runtime = _runtime(ctx)
+        _check(check_content, content, settings.max_content_chars)
+        _check(check_importance, importance)
+        stored = await _call(
+            "store", runtime.memory.store, content, importance=importance, tags=tags, source=source
+        )
+        payload = {key: stored[key] for key in StoreResult.__annotations__}
+        payload["cues"] = [{"name": c["name"], "type": c.get("type", "keyword")} for c in stored["cues"]]
+        return _result(payload)
+
+    @server.tool(
+        name="smriti_recall",
+        title="Recall",
+        description=RECALL_DESCRIPTION,
+        # Recall only bumps access statistics (reinforcement); it never changes what is remembered.
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    )
+    async def smriti_recall(
+        ctx: Context,
+        query: Annotated[str, Field(description="Natural-language question or keywords")] = "",
+        limit: Annotated[int, Field(description="Maximum number of results")] = 5,
+        mode: Annotated[
+            Mode, Field(description="recall (deep), search (vector only) or list (recent)")
+        ] = "recall",
+        memory_type: Annotated[
+            str | None, Field(description="Filter: episodic, semantic or procedural")
+        ] = None,
+        explain: Annotated[bool, Field(description="Add the per-step trace and score components")] = False,
+    ) -> Annotated[CallToolResult, RecallResult]:
+        runtime = _runtime(ctx)
+        _check(check_mode, mode)
+        _check(check_limit, limit, settings.memory_fabric_max_results)
+        memory_type = _check(check_memory_type, memory_type)
+        result = await _call(
+            "recall",
+            runtime.memory.recall,
+            query,
+            limit=limit,
+            mode=mode,
+            memory_type=memory_type,
+            explain=explain,
+        )
+        return _result(result)
+
+    @server.tool(
+        name="smriti_manage",
+        title="Manage memory",
+        description=MANAGE_DESCRIPTION,
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True),
+    )
+    async def smriti_manage(
+        ctx: Context,
+        action: Annotated[Action, Field(description="forget, sync, consolidate or stats")],
+        memory_id: Annotated[str, Field(description="Id of the memory to forget (forget only)")] = "",
+    ) -> Annotated[CallToolResult, ManageResult]:
+        runtime = _runtime(ctx)
+        if action == "forget":
+            if not memory_id.strip():
+                raise ToolError("memory_id is required to forget a memory (take it from a recall result)")
+            details = await _call("forget", runtime.memory.forget, memory_id)
+            message = f"forgot memory {details.get('forgotten', memory_id.strip())}"
+        elif action == "sync":
+            details = await _call("sync", runtime.sync)
+            message = "backup synced"
+        elif action == "consolidate":
+            report = await _call("consolidate", runtime.consolidate)
+            details = {k: v for k, v in report.items() if k != "trace"}
+            message = "consolidation finished"
+        elif action == "stats":
+            details = await _call("stats", describe_status, runtime)
+            message = f"{details.get('engrams', 0)} memories, {details.get('clusters', 0)} clusters"
+        else:  # the schema already restricts action; kept for direct callers
+            raise ToolError(f"unknown action {action!r}; use forget, sync, consolidate or stats")
+        return _result({"action": action, "message": message, "details": details})
+
+    return server
+
+
+def _start_background(tasks: anyio.abc.TaskGroup, runtime: Runtime) -> None:
+    settings = runtime.settings
+    if settings.consolidation_interval > 0:
+        tasks.start_soon(_every, settings.consolidation_interval, "consolidation", runtime.consolidate)
+    if runtime.backup is not None and settings.backup_sync_interval > 0:
+        tasks.start_soon(_every, settings.backup_sync_interval, "backup sync", runtime.sync)
+
+
+async def _every(seconds: float, what: str, func: Callable[[], Any]) -> None:
+    """Run ``func`` in a worker thread every ``seconds``; failures are logged, never raised."""
+    while True:
+        await anyio.sleep(seconds)
+        try:
+            await anyio.to_thread.run_sync(func)
+            logger.debug("periodic %s done", what)
+        except Exception:  # why: a failed background run must not cancel the server's task group
+            logger.exception("periodic %s failed", what)
+
+
+def _version() -> str:
+    from smriti import __version__
+
+    return __version__
+
+
+# ----------------------------------------------------------------------------- running
+def configure_logging(level: str) -> None:
+    """Send all logging to stderr (stdout is the MCP channel on stdio) at ``level``."""
+    root = logging.getLogger()
+    if not any(getattr(h, "_smriti", False) for h in root.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler._smriti = True  # type: ignore[attr-defined]
+        root.addHandler(handler)
+    root.setLevel(level)
+
+
+async def _serve_stdio(server: MCPServer, closed: threading.Event) -> None:
+    """Serve on stdio until stdin closes or SIGINT/SIGTERM arrives.
+
+    After a signal the lifespan still syncs and closes the database (shielded), but the
+    SDK's stdin reader sits in a thread that cannot be interrupted until the client writes
+    or closes stdin. Once the database is closed we therefore exit the process ourselves.
+    """
+
+    async def exit_when_closed() -> None:
+        while not closed.is_set():
+            await anyio.sleep(0.05)
+        await anyio.sleep(1.0)  # a normal exit (stdin closed too) wins this race
+        logger.info("smriti-mcp: shut down cleanly")
+        logging.shutdown()
+        os._exit(0)
+
+    async def stop_on_signal(serving: anyio.CancelScope, outer: anyio.abc.TaskGroup) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                logger.info("received %s: shutting down", signal.Signals(signum).name)
+                outer.start_soon(exit_when_closed)
+                serving.cancel()
+                return
+
+    async with anyio.create_task_group() as outer:
+        async with anyio.create_task_group() as serving:
+            serving.start_soon(stop_on_signal, serving.cancel_scope, outer)
+            await server.run_stdio_async()
+            serving.cancel_scope.cancel()
+        outer.cancel_scope.cancel()
+
+
+async def _serve_http(server: MCPServer, host: str, port: int, log_level: str) -> None:
+    import uvicorn
+
+    app = server.streamable_http_app(host=host)
+    # log_config=None: uvicorn's default config would send access logs to stdout.
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower(), log_config=None)
+    # uvicorn handles SIGINT/SIGTERM itself and runs the lifespan shutdown (final sync, close),
+    # then re-raises the signal under the handler it found: make that a no-op, so a clean
+    # shutdown exits 0 instead of dying from the re-raised signal.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: None)
+    await uvicorn.Server(config).serve()
+
+
+def serve(
+    settings: Settings,
+    transport: Literal["stdio", "streamable-http"] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+) -> None:
+    """Run the server until the client disconnects (stdio) or a signal arrives.
+
+    Raises:
+        StartupError-like exceptions (store locked, embedding mismatch, unsafe user name)
+        are not raised: they are printed as one line on stderr and the process exits 1.
+    """
+    configure_logging(settings.log_level)
+    closed = threading.Event()
+    server = build_server(settings, on_shutdown=closed.set)
+    where = "stdio" if transport == "stdio" else f"http://{host}:{port}/mcp"
+    logger.info(
+        "smriti-mcp %s: user %s on %s, serving %s",
+        _version(),
+        settings.accessing_user,
+        settings.db_type,
+        where,
+    )
+    runner: Callable[[], Awaitable[None]]
+    if transport == "stdio":
+        runner = functools.partial(_serve_stdio, server, closed)
+    else:
+        runner = functools.partial(_serve_http, server, host, port, settings.log_level)
+    try:
+        anyio.run(runner)
+    except KeyboardInterrupt:
+        pass
+    except BaseException as error:
+        message = startup_error(error)
+        if message is None:
+            raise
+        print(f"smriti-mcp: {message}", file=sys.stderr)
+        raise SystemExit(1) from None
+    logger.info("smriti-mcp: shut down cleanly")
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="smriti-mcp",
+        description="Smriti graph memory MCP server. Configuration comes from environment variables.",
+    )
+    parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
+    parser.add_argument("--host", default="127.0.0.1", help="bind address for streamable-http")
+    parser.add_argument("--port", type=int, default=8000, help="port for streamable-http (default 8000)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of ``smriti-mcp``: settings errors exit 2 with one message, no traceback."""
+    args = _parse_args(argv)
+    try:
+        settings = load_settings()
+    except SettingsError as error:
+        print(f"smriti-mcp: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    serve(settings, args.transport, args.host, args.port)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""What the server (and the CLI) hold while running: one Memory and, optionally, a backup.
+
+Kept apart from ``server.py`` so the CLI can open the same runtime (``stats``, ``sync``,
+``restore``) without importing the MCP SDK, and so both describe the memory the same way.
+Everything here is synchronous; the server calls it from worker threads.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from smriti.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from smriti.config import Settings
+    from smriti.memory import Memory
+
+logger = logging.getLogger("smriti.server")
+
+
+class BackupDisabled(InvalidInput):
+    """A backup operation was asked for while ``BACKUP_TYPE=none``."""
+
+
+BACKUP_DISABLED_MESSAGE = (
+    "backups are disabled (BACKUP_TYPE=none): set BACKUP_TYPE=github (with GIT_BASE_URL) "
+    "or BACKUP_TYPE=s3 (with S3_REGION, S3_ACCESS_KEY, S3_SECRET_KEY) to enable sync"
+)
+
+
+@dataclass
+class Runtime:
+    """One user's open memory plus the backup manager (None when backups are disabled)."""
+
+    settings: Settings
+    memory: Memory
+    backup: Any | None = None
+
+    def consolidate(self) -> dict[str, Any]:
+        """Run consolidation now; returns the report (with its trace)."""
+        return self.memory.consolidate()
+
+    def sync(self) -> dict[str, Any]:
+        """Push the user's memory to the backup now.
+
+        Raises:
+            BackupDisabled: BACKUP_TYPE=none.
+        """
+        if self.backup is None:
+            raise BackupDisabled(BACKUP_DISABLED_MESSAGE)
+        return _as_dict(self.backup.sync())
+
+    def restore(self, force: bool = False) -> dict[str, Any]:
+        """Replace the local memory with the backup's copy (see ``smriti.stores.backup``).
+
+        Raises:
+            BackupDisabled: BACKUP_TYPE=none.
+        """
+        if self.backup is None:
+            raise BackupDisabled(BACKUP_DISABLED_MESSAGE)
+        return _as_dict(self.backup.restore(force=force))
+
+    def backup_status(self) -> dict[str, Any]:
+        if self.backup is None:
+            return {"type": "none", "enabled": False}
+        try:
+            return {"type": self.settings.backup_type, "enabled": True, **_as_dict(self.backup.status())}
+        except Exception as error:  # why: stats must still answer when the remote is unreachable
+            logger.warning("backup status unavailable: %s", error)
+            return {"type": self.settings.backup_type, "enabled": True, "error": str(error)}
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    """Backup results may be dataclasses, mappings or plain values; tools need a dict."""
+    from dataclasses import asdict, is_dataclass
+
+    if value is None:
+        return {}
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    if isinstance(value, dict):
+        return dict(value)
+    return {"result": value}
+
+
+def open_backup(settings: Settings, memory: Memory) -> Any | None:
+    """The backup manager for ``settings`` (None when BACKUP_TYPE=none)."""
+    if settings.backup_type == "none":
+        return None
+    from smriti.stores import backup
+
+    return backup.make_backup(settings, memory.context.store.user)
+
+
+def open_runtime(settings: Settings, user: str | None = None, with_backup: bool = True) -> Runtime:
+    """Open the memory of ``user`` (default ACCESSING_USER) and, if asked, its backup manager."""
+    from smriti.memory import Memory
+
+    memory = Memory.open(settings, user=user)
+    try:
+        backup = open_backup(settings, memory) if with_backup else None
+    except BaseException:
+        memory.close()
+        raise
+    return Runtime(settings=settings, memory=memory, backup=backup)
+
+
+def close_runtime(runtime: Runtime, final_sync: bool = True) -> None:
+    """Final backup sync (when enabled), then close the database; never raises for the sync."""
+    try:
+        if final_sync and runtime.backup is not None:
+            runtime.sync()
+            logger.info("final backup sync done")
+    except Exception:
+        logger.exception("final backup sync failed; the local database is intact")
+    finally:
+        runtime.memory.close()
+        logger.info("memory database closed")
+
+
+def _describe_model(model: Any, offline: str) -> str:
+    if model is None:
+        return offline
+    name = getattr(model, "model_name", None) or getattr(model, "model", None)
+    return f"{type(model).__name__}({name})" if name else type(model).__name__
+
+
+def describe_status(runtime: Runtime) -> dict[str, Any]:
+    """Counts, clusters, index state, models in use and backup status, JSON-ready."""
+    settings = runtime.settings
+    context = runtime.memory.context
+    stats = runtime.memory.stats()
+    return {
+        **stats,
+        "user": context.store.user,
+        "llm": _describe_model(context.llm, "heuristic (offline)"),
+        "embedder": _describe_model(context.embedder, "none"),
+        "embedding_dims": settings.embedding_dims,
+        "consolidation_interval": settings.consolidation_interval,
+        "backup": runtime.backup_status(),
+    }
+
+
+def startup_error(error: BaseException) -> str | None:
+    """A one-line message for a known start-up failure (inside exception groups too), else None."""
+    from smriti.config import SettingsError
+    from smriti.stores.base import StoreError, UnsafeUserError
+
+    known = (SettingsError, StoreError, UnsafeUserError, InvalidInput)
+    if isinstance(error, known):
+        return str(error)
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            message = startup_error(inner)
+            if message is not None:
+                return message
+    return None

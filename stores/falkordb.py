@@ -1,0 +1,270 @@
+"""FalkorDB backend: the shared openCypher store over the Redis protocol.
+
+Isolation (``FALKOR_ISOLATION``):
+
+* ``tenant`` (default): every user shares the graph ``FALKOR_GRAPH``; each node carries
+  a ``user`` property that every query filters by (see :mod:`smriti.stores.cypher`).
+* ``graph``: each user gets the graph ``{user}_smriti``; the ``user`` property is kept too.
+
+Connect with ``FALKOR_ADDR`` (``host:port``, or a ``falkor://``/``redis://``/``unix://`` URL)
+and ``FALKOR_PASSWORD``, or hand :func:`open_falkordb` an existing client, for example
+an embedded server from falkordblite (``from redislite.falkordb_client import FalkorDB``).
+
+What FalkorDB does that the code below accounts for (measured with falkordb 1.8 /
+falkordblite 0.11):
+
+* ``db.idx.vector.queryNodes`` returns the cosine *distance* (0 = same direction, 2 =
+  opposite), computed in float32; similarity = 1 - distance. A zero query vector yields NaN.
+* Vectors of another dimension are stored silently but never indexed, so the store
+  refuses them up front (EmbeddingMismatchError).
+* Doubles come back with 15 significant digits (hence ISO-string timestamps).
+* A string parameter containing NUL cannot be parsed by the server: refused with ValueError.
+* Creating an index or constraint that exists is an error, not a no-op; the full-text
+  index applies English stemming and stop words and returns every match (no limit).
+* ``EXISTS { ... }`` subqueries are not supported; the shared queries avoid them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from smriti.stores.base import Capabilities, StoreError, validate_user_name
+from smriti.stores.cypher import CypherGraphStore
+
+if TYPE_CHECKING:
+    from smriti.config import Settings
+
+log = logging.getLogger(__name__)
+
+GRAPH_SUFFIX = "_smriti"
+# Labels and properties of the exact-match indexes (constants), and the unique keys they back.
+_RANGE_INDEXES = (("Engram", ("user", "id")), ("Cue", ("user", "name", "id")), ("Meta", ("user", "key")))
+_FULLTEXT_FIELDS = ("content", "summary")
+_UNIQUE_KEYS = (("Engram", ("user", "id")), ("Cue", ("user", "name")), ("Meta", ("user", "key")))
+
+
+def graph_name_for(settings: Settings, user: str) -> str:
+    """The graph holding ``user``'s memories under ``settings.falkor_isolation``."""
+    if settings.falkor_isolation == "graph":
+        return f"{validate_user_name(user)}{GRAPH_SUFFIX}"
+    if not settings.falkor_graph.strip():
+        raise StoreError("FALKOR_GRAPH is empty: name the shared graph of FALKOR_ISOLATION=tenant")
+    return settings.falkor_graph
+
+
+def _connect(settings: Settings) -> tuple[Any, str]:
+    """A ``falkordb.FalkorDB`` client for FALKOR_ADDR and a printable address (no password)."""
+    try:
+        import falkordb
+    except ImportError as error:  # pragma: no cover - the extra is installed in tests
+        raise StoreError(
+            "DB_TYPE=falkordb needs the falkordb client: pip install 'smriti-mcp[falkordb]'"
+        ) from error
+    from redis.exceptions import RedisError
+
+    addr = settings.falkor_addr.strip()
+    password = settings.falkor_password.get_secret_value() if settings.falkor_password else None
+    try:
+        if "://" in addr:
+            kwargs = {"password": password} if password else {}
+            return falkordb.FalkorDB.from_url(addr, **kwargs), addr.split("@")[-1]
+        host, _, port = addr.rpartition(":")
+        host = host.strip("[]")  # "[::1]:6379"
+        if not host or not port.isdigit():
+            raise StoreError(f"FALKOR_ADDR={addr!r} is not host:port (e.g. localhost:6379)")
+        # The client talks to the server while it is constructed (sentinel/cluster probe).
+        client = falkordb.FalkorDB(host=host, port=int(port), password=password, socket_connect_timeout=10)
+        return client, addr
+    except (RedisError, OSError, ValueError) as error:
+        raise StoreError(f"cannot reach FalkorDB at FALKOR_ADDR={addr!r}: {error}") from error
+
+
+class FalkorDBStore(CypherGraphStore):
+    """The :class:`CypherGraphStore` of one user on one FalkorDB graph.
+
+    Attributes:
+        graph_name: the FalkorDB graph (a Redis key) holding this user's nodes.
+        client: the ``falkordb.FalkorDB`` (or falkordblite) client in use.
+    """
+
+    backend = "falkordb"
+    # No multi-statement transactions; each query is atomic and batches use UNWIND.
+    capabilities = Capabilities(vector_index=True, fulltext=True, transactions=False)
+
+    def __init__(
+        self,
+        client: Any,
+        graph_name: str,
+        *,
+        user: str,
+        dims: int,
+        isolation: str,
+        location: str,
+        owns_client: bool = False,
+    ) -> None:
+        super().__init__(user=user, dims=dims, isolation=isolation, location=location)
+        self.client = client
+        self.graph_name = graph_name
+        self._graph = client.select_graph(graph_name)
+        self._owns_client = owns_client
+        self._ensure_schema()
+
+    # -- hooks --------------------------------------------------------------------------------
+    def run(self, query: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import RedisError, TimeoutError
+
+        if params:
+            _refuse_nul(params)
+        try:
+            result = self._graph.query(query, dict(params) if params else None)
+        except (RedisConnectionError, TimeoutError) as error:
+            raise StoreError(f"FalkorDB at {self.location} is unreachable: {error}") from error
+        except RedisError as error:
+            raise StoreError(f"FalkorDB query failed on graph {self.graph_name!r}: {error}") from error
+        names = [column[1] for column in result.header]
+        return [dict(zip(names, row, strict=True)) for row in result.result_set]
+
+    def close(self) -> None:
+        if self._owns_client:
+            try:
+                self.client.connection.close()
+            except Exception:  # closing a dead connection must not mask the caller's error
+                log.debug("closing the FalkorDB connection failed", exc_info=True)
+
+    def vector_literal(self, param: str) -> str:
+        return f"vecf32(${param})"
+
+    def _index_state(self) -> dict[str, bool]:
+        types = self._index_types().get("Engram", {})
+        return {
+            "vector": "VECTOR" in types.get("embedding", ()),
+            "fulltext": all("FULLTEXT" in types.get(field, ()) for field in _FULLTEXT_FIELDS),
+        }
+
+    def _index_create(self, kind: str) -> None:
+        if kind == "vector":
+            query = (
+                "CREATE VECTOR INDEX FOR (e:Engram) ON (e.embedding) "
+                "OPTIONS {dimension: $dims, similarityFunction: 'cosine'}"
+            )
+            self._schema_call(query, {"dims": self.dims})
+        else:
+            # One call per missing field: naming an already indexed field fails the whole call.
+            types = self._index_types().get("Engram", {})
+            for field in _FULLTEXT_FIELDS:
+                if "FULLTEXT" not in types.get(field, ()):
+                    self._schema_call(f"CALL db.idx.fulltext.createNodeIndex('Engram', '{field}')")
+
+    def _index_vector_call(self) -> tuple[str, Callable[[float], float]]:
+        call = "CALL db.idx.vector.queryNodes('Engram', 'embedding', $k, vecf32($q)) YIELD node, score"
+        return call, lambda distance: 1.0 - distance
+
+    def _index_fulltext_call(self, terms: list[str]) -> tuple[str, str]:
+        # RediSearch syntax: terms are plain words (query_terms keeps only \w+), "|" is OR.
+        return "CALL db.idx.fulltext.queryNodes('Engram', $q) YIELD node, score", " | ".join(terms)
+
+    # -- schema -------------------------------------------------------------------------------
+    def _index_types(self) -> dict[str, dict[str, list[str]]]:
+        """label -> property -> index kinds ("RANGE", "VECTOR", "FULLTEXT")."""
+        rows = self.run("CALL db.indexes() YIELD label, types RETURN label, types")
+        return {row["label"]: {prop: list(kinds) for prop, kinds in row["types"].items()} for row in rows}
+
+    def _schema_call(self, query: str, params: Mapping[str, Any] | None = None) -> None:
+        """Run DDL, treating "already exists" as success (another process may have won)."""
+        try:
+            self.run(query, params)
+        except StoreError as error:
+            if "already indexed" not in str(error) and "already exists" not in str(error):
+                raise
+
+    def _ensure_schema(self) -> None:
+        """Exact-match indexes and unique keys; idempotent, cheap when already present."""
+        indexed = self._index_types()
+        for label, props in _RANGE_INDEXES:
+            # FalkorDB indexes attributes one by one (a composite index is one per attribute).
+            for prop in props:
+                if "RANGE" not in indexed.get(label, {}).get(prop, ()):
+                    self._schema_call(f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
+        try:
+            constraints = self._graph.list_constraints()
+            existing = {(c["label"], tuple(c["properties"])) for c in constraints if c["type"] == "UNIQUE"}
+        except Exception as error:
+            raise StoreError(f"FalkorDB at {self.location} could not list constraints: {error}") from error
+        for label, props in _UNIQUE_KEYS:
+            if (label, props) in existing:
+                continue
+            try:
+                self._graph.create_node_unique_constraint(label, *props)
+            except Exception as error:
+                if "already exists" not in str(error):
+                    raise StoreError(f"FalkorDB could not create the {label} unique key: {error}") from error
+
+
+def _describe(client: Any) -> str:
+    """host:port or unix socket path of a client handed in (never its password)."""
+    try:
+        kwargs = client.connection.connection_pool.connection_kwargs
+    except AttributeError:
+        return type(client).__name__
+    if kwargs.get("path"):
+        return f"unix:{kwargs['path']}"
+    return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
+
+
+def _refuse_nul(params: Mapping[str, Any]) -> None:
+    for value in params.values():
+        if isinstance(value, str) and "\x00" in value:
+            raise ValueError("FalkorDB cannot store text containing NUL characters")
+        if isinstance(value, Mapping):
+            _refuse_nul(value)
+        elif isinstance(value, list):
+            _refuse_nul({str(i): item for i, item in enumerate(value)})
+
+
+def open_falkordb(settings: Settings, user: str, *, client: Any = None) -> FalkorDBStore:
+    """Open ``user``'s FalkorDB store.
+
+    Args:
+        settings: FALKOR_ADDR, FALKOR_PASSWORD, FALKOR_GRAPH, FALKOR_ISOLATION and EMBEDDING_DIMS.
+        user: the user name (validated before anything is contacted).
+        client: an existing ``falkordb.FalkorDB``-compatible client (for example a
+            falkordblite embedded server); it is left open by :meth:`FalkorDBStore.close`.
+
+    Raises:
+        UnsafeUserError: the user name cannot be used safely.
+        StoreError: the server cannot be reached or the schema cannot be prepared.
+    """
+    user = validate_user_name(user)
+    graph = graph_name_for(settings, user)
+    owns = client is None
+    if client is None:
+        client, address = _connect(settings)
+        location = f"falkordb://{address}/{graph}"
+    else:
+        location = f"falkordb://{_describe(client)}/{graph}"
+    try:
+        client.connection.ping()
+    except Exception as error:
+        if owns:
+            client.connection.close()
+        raise StoreError(f"cannot reach FalkorDB at FALKOR_ADDR={settings.falkor_addr!r}: {error}") from error
+    try:
+        return FalkorDBStore(
+            client,
+            graph,
+            user=user,
+            dims=settings.embedding_dims,
+            isolation=settings.falkor_isolation,
+            location=location,
+            owns_client=owns,
+        )
+    except Exception:
+        if owns:
+            client.connection.close()
+        raise
+
+
+__all__ = ["GRAPH_SUFFIX", "FalkorDBStore", "graph_name_for", "open_falkordb"]

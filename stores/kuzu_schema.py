@@ -1,0 +1,419 @@
+"""Files, schema, migrations, row conversion and export of the embedded Kuzu / LadybugDB store.
+
+Kept apart from :mod:`smriti.stores.kuzu` so the store class reads as behaviour, not DDL.
+Everything here is plain data and functions over a ``run(query, params)`` callable, so the
+same code drives Kuzu and its fork LadybugDB.
+
+Schema versions:
+    1. the original layout: no ``Engram.cluster_id`` and no ``Meta`` table.
+    2. ``cluster_id`` (``-1`` = no cluster), ``Meta`` (schema version, embedding dims, index
+       state, Leiden cache) and ``created_at`` on the edges that carry one.
+
+Migrations only ever add what is missing (tables with ``IF NOT EXISTS``, columns found
+absent in ``TABLE_INFO``), so running them at every open is idempotent.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import re
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from smriti.stores import records as rec
+from smriti.stores.base import (
+    NO_CLUSTER,
+    Association,
+    Cue,
+    EmbeddingMismatchError,
+    Engram,
+    Relation,
+    StoreError,
+    UnsafeUserError,
+    validate_user_name,
+)
+
+SCHEMA_VERSION = 2
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+VECTOR_INDEX = "engram_vec"
+FULLTEXT_INDEX = "engram_fts"
+
+Runner = Callable[[str, dict[str, Any] | None], list[list[Any]]]
+
+# backend -> (import name, file name, native module whose presence marks it as loaded)
+BACKENDS: dict[str, tuple[str, str, str]] = {
+    "kuzu": ("kuzu", "memory.kuzu", "kuzu._kuzu"),
+    "ladybug": ("ladybug", "memory.lbug", "ladybug._lbug"),
+}
+
+
+# -- files and modules ---------------------------------------------------------------------
+def store_path(storage_location: Path, user: str, file_name: str) -> Path:
+    """The store file of ``user``, after checking it cannot leave ``storage_location``.
+
+    Creates the user folder (only after the checks).
+
+    Raises:
+        UnsafeUserError: the name is refused, or the user folder resolves elsewhere (a symlink).
+    """
+    validate_user_name(user)
+    root = Path(storage_location).expanduser().resolve()
+    path = (root / user / file_name).resolve()
+    if not path.is_relative_to(root) or path.parent.name != user or path.parent.parent != root:
+        raise UnsafeUserError(f"the store of user {user!r} would resolve outside {root}: {path}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def import_backend(backend: str) -> ModuleType:
+    """Import ``kuzu`` or ``ladybug``, refusing to mix the two in one process.
+
+    Their pybind11 modules both register a type named ``Database``: loading the second one
+    fails and the interpreter then crashes at exit, so the clash is reported up front.
+
+    Raises:
+        StoreError: the other engine is loaded, or the package is not installed.
+    """
+    module_name = BACKENDS[backend][0]
+    for other, (other_name, _, native) in BACKENDS.items():
+        if other != backend and native in sys.modules:
+            raise StoreError(
+                f"cannot open a {backend} store in a process that already loaded {other_name}: "
+                "their native modules clash; use one embedded backend per process"
+            )
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as error:
+        raise StoreError(
+            f"DB_TYPE={backend} needs the {module_name} package: pip install 'smriti-mcp[{backend}]'"
+        ) from error
+
+
+def locked(method):
+    """Serialise a store method on ``self._lock`` (one Connection; caches that follow the file)."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+# name -> (Kuzu type, DEFAULT literal or None). Order is the RETURN order of ENGRAM_RETURN.
+# "{dims}" is filled in per store; defaults are what an old row gets when a column is added.
+ENGRAM_COLUMNS: dict[str, tuple[str, str | None]] = {
+    "id": ("STRING", None),
+    "content": ("STRING", "''"),
+    "summary": ("STRING", "''"),
+    "memory_type": ("STRING", "'episodic'"),
+    "importance": ("DOUBLE", "0.5"),
+    "access_count": ("INT64", "0"),
+    "created_at": ("TIMESTAMP", None),
+    "last_accessed_at": ("TIMESTAMP", None),
+    "decay_factor": ("DOUBLE", "1.0"),
+    "embedding": ("FLOAT[{dims}]", None),
+    "source": ("STRING", "''"),
+    "tags": ("STRING", "''"),
+    "cluster_id": ("INT64", str(NO_CLUSTER)),
+}
+CUE_COLUMNS: dict[str, tuple[str, str | None]] = {
+    "id": ("STRING", None),
+    "name": ("STRING", None),
+    "cue_type": ("STRING", "'keyword'"),
+    "embedding": ("FLOAT[{dims}]", None),
+}
+META_COLUMNS: dict[str, tuple[str, str | None]] = {"key": ("STRING", None), "value": ("STRING", None)}
+
+NODE_TABLES = {"Engram": ENGRAM_COLUMNS, "Cue": CUE_COLUMNS, "Meta": META_COLUMNS}
+PRIMARY_KEYS = {"Engram": "id", "Cue": "id", "Meta": "key"}
+# rel name -> (from, to, properties)
+REL_TABLES: dict[str, tuple[str, str, dict[str, tuple[str, str | None]]]] = {
+    "EncodedBy": ("Engram", "Cue", {}),
+    "AssociatedWith": (
+        "Engram",
+        "Engram",
+        {
+            "strength": ("DOUBLE", "0.0"),
+            "relation_type": ("STRING", "'similar'"),
+            "created_at": ("TIMESTAMP", None),
+        },
+    ),
+    "CoOccurs": ("Cue", "Cue", {"strength": ("DOUBLE", "0.0")}),
+    "RelatesTo": (
+        "Cue",
+        "Cue",
+        {"relation": ("STRING", "''"), "engram_id": ("STRING", "''"), "created_at": ("TIMESTAMP", None)},
+    ),
+}
+
+ENGRAM_RETURN = ", ".join(f"e.{name}" for name in ENGRAM_COLUMNS)
+CUE_RETURN = "c.id, c.name, c.cue_type, c.embedding"
+
+# Python type of every updatable field: update_engrams sends one list of structs per query,
+# and Kuzu wants every struct in the list to have the same field types.
+FIELD_TYPES: dict[str, type] = {
+    "content": str,
+    "summary": str,
+    "memory_type": str,
+    "importance": float,
+    "access_count": int,
+    "last_accessed_at": datetime,
+    "decay_factor": float,
+    "source": str,
+    "tags": str,
+    "cluster_id": int,
+}
+
+
+# -- timestamps ----------------------------------------------------------------------------
+def to_db(value: datetime) -> datetime:
+    """Kuzu drops tzinfo and keeps the wall clock, so store naive UTC (naive input is UTC)."""
+    if value.tzinfo is None:
+        return value
+    return value.astimezone(UTC).replace(tzinfo=None)
+
+
+def from_db(value: datetime | None, fallback: datetime = EPOCH) -> datetime:
+    """Kuzu returns naive datetimes; they are UTC by construction (see :func:`to_db`)."""
+    if value is None:
+        return fallback
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def coerce_field(name: str, value: Any) -> Any:
+    """Convert an update value to the column's type (raises ValueError/TypeError on nonsense)."""
+    kind = FIELD_TYPES[name]
+    if kind is datetime:
+        if not isinstance(value, datetime):
+            raise TypeError(f"{name} must be a datetime, not {type(value).__name__}")
+        return to_db(value)
+    if kind is int and isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"{name} must be an integer, not {value!r}")
+    return kind(value)
+
+
+# -- rows ----------------------------------------------------------------------------------
+def engram_from_row(row: Sequence[Any]) -> Engram:
+    """Build an Engram from a row in ENGRAM_RETURN order (None-safe for migrated rows)."""
+    (
+        id_,
+        content,
+        summary,
+        memory_type,
+        importance,
+        access_count,
+        created_at,
+        last_accessed_at,
+        decay_factor,
+        embedding,
+        source,
+        tags,
+        cluster_id,
+    ) = row
+    created = from_db(created_at)
+    return Engram(
+        id=id_,
+        content=content or "",
+        summary=summary or "",
+        memory_type=memory_type or "episodic",
+        importance=0.5 if importance is None else float(importance),
+        access_count=int(access_count or 0),
+        created_at=created,
+        last_accessed_at=from_db(last_accessed_at, created),
+        decay_factor=1.0 if decay_factor is None else float(decay_factor),
+        embedding=list(embedding) if embedding is not None else None,
+        source=source or "",
+        tags=tags or "",
+        cluster_id=NO_CLUSTER if cluster_id is None else int(cluster_id),
+    )
+
+
+def engram_params(engram: Engram) -> dict[str, Any]:
+    """Query parameters of an Engram, one per column."""
+    return {
+        "id": engram.id,
+        "content": engram.content,
+        "summary": engram.summary,
+        "memory_type": engram.memory_type,
+        "importance": float(engram.importance),
+        "access_count": int(engram.access_count),
+        "created_at": to_db(engram.created_at),
+        "last_accessed_at": to_db(engram.last_accessed_at),
+        "decay_factor": float(engram.decay_factor),
+        "embedding": [float(v) for v in engram.embedding] if engram.embedding is not None else None,
+        "source": engram.source,
+        "tags": engram.tags,
+        "cluster_id": int(engram.cluster_id),
+    }
+
+
+CREATE_ENGRAM = "CREATE (e:Engram {" + ", ".join(f"{name}: ${name}" for name in ENGRAM_COLUMNS) + "})"
+
+
+def text_of(content: str, summary: str) -> str:
+    """What keyword search sees of an engram (the FTS index covers the same two columns)."""
+    return f"{content}\n{summary}" if summary else content
+
+
+def association_from_row(row: Sequence[Any]) -> Association:
+    source, target, strength, relation_type, created_at = row
+    return Association(source, target, float(strength), relation_type or "similar", from_db(created_at))
+
+
+def cue_from_row(row: Sequence[Any]) -> Cue:
+    id_, name, cue_type, embedding = row
+    return Cue(
+        id=id_,
+        name=name,
+        cue_type=cue_type or "keyword",
+        embedding=list(embedding) if embedding is not None else None,
+    )
+
+
+# -- DDL and migrations -----------------------------------------------------------------------
+def _column_ddl(name: str, spec: tuple[str, str | None], dims: int) -> str:
+    kind, default = spec
+    kind = kind.format(dims=dims)
+    return f"{name} {kind}" + (f" DEFAULT {default}" if default is not None else "")
+
+
+def create_statements(dims: int) -> list[str]:
+    """CREATE ... IF NOT EXISTS for every table (identifiers and types are constants)."""
+    statements = []
+    for table, columns in NODE_TABLES.items():
+        body = ", ".join(_column_ddl(name, spec, dims) for name, spec in columns.items())
+        statements.append(
+            f"CREATE NODE TABLE IF NOT EXISTS {table}({body}, PRIMARY KEY ({PRIMARY_KEYS[table]}))"
+        )
+    for rel, (source, target, props) in REL_TABLES.items():
+        body = "".join(", " + _column_ddl(name, spec, dims) for name, spec in props.items())
+        statements.append(f"CREATE REL TABLE IF NOT EXISTS {rel}(FROM {source} TO {target}{body})")
+    return statements
+
+
+def _table_columns(run: Runner, table: str) -> dict[str, str]:
+    # TABLE_INFO takes a literal table name, never user input: the names are our constants.
+    rows = run(f"CALL TABLE_INFO('{table}') RETURN *", None)
+    return {row[1]: str(row[2]) for row in rows}
+
+
+def _embedding_dims(column_type: str) -> int | None:
+    match = re.fullmatch(r"FLOAT\[(\d+)\]", column_type.strip())
+    return int(match.group(1)) if match else None
+
+
+def mismatch_message(path: Path, stored: int, wanted: int) -> str:
+    return (
+        f"{path} was written with {stored}-dimensional embeddings but EMBEDDING_DIMS is {wanted}. "
+        f"Use the embedding model and EMBEDDING_DIMS={stored} it was created with, or move to the "
+        f"new model: export with the old settings (`smriti export`), start a new store (another "
+        f"STORAGE_LOCATION, or move {path.name} aside), and store the exported content again with "
+        f"the new model (`smriti store`). Do not `smriti import` it into the new store: import copies "
+        f"the old {stored}-dimensional embeddings and would be refused."
+    )
+
+
+def migrate(run: Runner, dims: int, path: Path) -> list[str]:
+    """Bring the file at ``path`` to SCHEMA_VERSION; return what was changed (for the log).
+
+    Raises:
+        EmbeddingMismatchError: the file's embedding columns have another dimension.
+        StoreError: the embedding column has a type this code cannot use.
+    """
+    changes: list[str] = []
+    existing = {row[1] for row in run("CALL SHOW_TABLES() RETURN *", None)}
+    for table in ("Engram", "Cue"):
+        if table in existing:
+            column_type = _table_columns(run, table).get("embedding")
+            if column_type is None:
+                continue  # added below with the store's dims
+            stored = _embedding_dims(column_type)
+            if stored is None:
+                raise StoreError(f"{path}: {table}.embedding has type {column_type}, expected FLOAT[n]")
+            if stored != dims:
+                raise EmbeddingMismatchError(mismatch_message(path, stored, dims))
+    for statement in create_statements(dims):
+        run(statement, None)
+    tables = {**NODE_TABLES, **{rel: props for rel, (_, _, props) in REL_TABLES.items()}}
+    for table, columns in tables.items():
+        if table not in existing:
+            if existing:
+                changes.append(f"created table {table}")
+            continue
+        present = _table_columns(run, table)
+        for name, spec in columns.items():
+            if name not in present:
+                run(f"ALTER TABLE {table} ADD {_column_ddl(name, spec, dims)}", None)
+                changes.append(f"added {table}.{name}")
+    keys = "['schema_version', 'embedding_dims']"
+    rows = run(f"MATCH (m:Meta) WHERE m.key IN {keys} RETURN m.key, m.value", None)
+    meta = dict(rows)
+    if "embedding_dims" in meta and meta["embedding_dims"] != str(dims):
+        raise EmbeddingMismatchError(mismatch_message(path, int(meta["embedding_dims"]), dims))
+    wanted = {"schema_version": str(SCHEMA_VERSION), "embedding_dims": str(dims)}
+    for key, value in wanted.items():
+        if meta.get(key) != value:
+            run("MERGE (m:Meta {key: $key}) SET m.value = $value", {"key": key, "value": value})
+            if key == "schema_version" and existing:
+                changes.append(f"schema_version {meta.get(key, '1')} -> {value}")
+    return changes
+
+
+# -- export ----------------------------------------------------------------------------------
+EXPORT_PAGE = 500
+
+
+def _pages(run: Runner, query: str) -> Iterator[list[Any]]:
+    """Keyset pagination over a query with ``$after``/``$page`` whose first column is the key."""
+    after = ""
+    while True:
+        rows = run(query, {"after": after, "page": EXPORT_PAGE})
+        yield from rows
+        if len(rows) < EXPORT_PAGE:
+            return
+        after = rows[-1][0]
+
+
+def export_rows(run: Runner) -> Iterator[dict[str, Any]]:
+    """Every node and edge as records, in records.KINDS order and sorted within a kind.
+
+    Nodes (which carry embeddings) are read a page at a time so a large store is never
+    held in memory twice; edges are small rows and come in one query each.
+    """
+    for key, value in run("MATCH (m:Meta) RETURN m.key, m.value ORDER BY m.key", None):
+        yield rec.meta_record(key, value)
+    engrams = f"MATCH (e:Engram) WHERE e.id > $after RETURN {ENGRAM_RETURN} ORDER BY e.id LIMIT $page"
+    for row in _pages(run, engrams):
+        yield rec.engram_record(engram_from_row(row))
+    cues = (
+        "MATCH (c:Cue) WHERE c.name > $after "
+        "RETURN c.name, c.id, c.cue_type, c.embedding ORDER BY c.name LIMIT $page"
+    )
+    for name, id_, cue_type, embedding in _pages(run, cues):
+        yield rec.cue_record(cue_from_row((id_, name, cue_type, embedding)))
+    for engram_id, cue in run(
+        "MATCH (e:Engram)-[:EncodedBy]->(c:Cue) RETURN e.id, c.name ORDER BY e.id, c.name", None
+    ):
+        yield rec.encoded_by_record(engram_id, cue)
+    for row in run(
+        "MATCH (a:Engram)-[r:AssociatedWith]->(b:Engram) "
+        "RETURN a.id, b.id, r.strength, r.relation_type, r.created_at ORDER BY a.id, b.id",
+        None,
+    ):
+        yield rec.association_record(association_from_row(row))
+    for source, target, strength in run(
+        "MATCH (a:Cue)-[r:CoOccurs]->(b:Cue) RETURN a.name, b.name, r.strength ORDER BY a.name, b.name", None
+    ):
+        yield rec.co_occurs_record(source, target, float(strength))
+    for source, relation, target, engram_id, created_at in run(
+        "MATCH (a:Cue)-[r:RelatesTo]->(b:Cue) RETURN a.name, r.relation, b.name, r.engram_id, r.created_at "
+        "ORDER BY a.name, r.relation, b.name, r.engram_id",
+        None,
+    ):
+        yield rec.relation_record(Relation(source, relation, target, engram_id or "", from_db(created_at)))

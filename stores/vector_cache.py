@@ -1,0 +1,296 @@
+"""In-memory search structures for embedded stores without (or below) their indexes.
+
+:class:`VectorCache` answers exact cosine top-k from one normalised float32 matrix;
+:class:`KeywordIndex` answers BM25 keyword queries from an inverted index. Both are loaded
+lazily from the database once and then kept in step with writes (add, remove, retype), so a
+store followed by a search does not reload ten thousand embeddings.
+
+Measured on the development machine (10k engrams, 1536 dims): brute force over the cached
+matrix takes ~1.6 ms per query, Kuzu's HNSW index ~10 ms (efs 200); loading the matrix
+from Kuzu once takes ~2 s.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+# -- exact vector search ---------------------------------------------------------------------
+
+
+class VectorCache:
+    """Row-normalised embeddings with their ids and memory types, grown in place."""
+
+    def __init__(self, dims: int) -> None:
+        self.dims = dims
+        self.loaded = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self._matrix = np.zeros((0, self.dims), dtype=np.float32)
+        self._codes = np.zeros(0, dtype=np.int32)
+        self._ids: list[str] = []
+        self._rows: dict[str, int] = {}
+        self._type_codes: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def invalidate(self) -> None:
+        """Forget everything (frees the matrix); the next search reloads."""
+        self.loaded = False
+        self._reset()
+
+    def load(self, rows: Iterable[tuple[str, str, Sequence[float]]]) -> None:
+        """Replace the contents with (id, memory_type, embedding) rows."""
+        self._reset()
+        ids, types, vectors = [], [], []
+        for id_, memory_type, embedding in rows:
+            ids.append(id_)
+            types.append(self._code(memory_type))
+            vectors.append(embedding)
+        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(ids), self.dims)
+        self._matrix = normalise_rows(matrix)
+        self._codes = np.asarray(types, dtype=np.int32)
+        self._ids = ids
+        self._rows = {id_: row for row, id_ in enumerate(ids)}
+        self.loaded = True
+
+    def _code(self, memory_type: str) -> int:
+        return self._type_codes.setdefault(memory_type, len(self._type_codes))
+
+    def add(self, id_: str, memory_type: str, embedding: Sequence[float]) -> None:
+        """Append one row (amortised O(1)); ignored while not loaded."""
+        if not self.loaded:
+            return
+        if id_ in self._rows:
+            self.remove(id_)
+        size = len(self._ids)
+        if size == self._matrix.shape[0]:
+            # Double the capacity so a stream of stores costs O(1) copies per row.
+            grown = np.zeros((max(16, 2 * size), self.dims), dtype=np.float32)
+            grown[:size] = self._matrix[:size]
+            self._matrix = grown
+            codes = np.zeros(grown.shape[0], dtype=np.int32)
+            codes[:size] = self._codes[:size]
+            self._codes = codes
+        self._matrix[size] = normalise_rows(np.asarray(embedding, dtype=np.float32).reshape(1, -1))[0]
+        self._codes[size] = self._code(memory_type)
+        self._ids.append(id_)
+        self._rows[id_] = size
+
+    def remove(self, id_: str) -> None:
+        """Drop a row by moving the last row into its place."""
+        row = self._rows.pop(id_, None)
+        if row is None:
+            return
+        last = len(self._ids) - 1
+        if row != last:
+            moved = self._ids[last]
+            self._matrix[row] = self._matrix[last]
+            self._codes[row] = self._codes[last]
+            self._ids[row] = moved
+            self._rows[moved] = row
+        self._ids.pop()
+
+    def retype(self, id_: str, memory_type: str) -> None:
+        row = self._rows.get(id_)
+        if row is not None:
+            self._codes[row] = self._code(memory_type)
+
+    def search(self, query: np.ndarray, k: int, memory_type: str | None = None) -> list[tuple[str, float]]:
+        """Top-k (id, cosine) for a query vector, best first; ties by id for stable output."""
+        size = len(self._ids)
+        norm = float(np.linalg.norm(query))
+        if size == 0 or k <= 0 or norm == 0.0:
+            return []
+        scores = self._matrix[:size] @ (query.astype(np.float32) / norm)
+        candidates = np.arange(size)
+        if memory_type is not None:
+            code = self._type_codes.get(memory_type)
+            if code is None:
+                return []
+            candidates = np.flatnonzero(self._codes[:size] == code)
+            if candidates.size == 0:
+                return []
+        candidate_scores = scores[candidates]
+        if k < candidates.size:
+            # argpartition is O(n); only the k survivors are sorted.
+            keep = np.argpartition(-candidate_scores, k - 1)[:k]
+            candidates, candidate_scores = candidates[keep], candidate_scores[keep]
+        order = sorted(range(candidates.size), key=lambda i: (-candidate_scores[i], self._ids[candidates[i]]))
+        return [(self._ids[candidates[i]], float(candidate_scores[i])) for i in order]
+
+
+def normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    """Unit rows; zero rows stay zero (their cosine with anything is 0)."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0.0] = 1.0
+    return (matrix / norms).astype(np.float32, copy=False)
+
+
+# -- keyword search (BM25) ---------------------------------------------------------------------
+
+_WORD = re.compile(r"[^\W_]+")
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "will",
+        "with",
+        "you",
+        "your",
+    ]
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased words of two or more letters/digits, without common English stopwords."""
+    return [w for w in _WORD.findall(text.lower()) if len(w) >= 2 and w not in STOPWORDS]
+
+
+class KeywordIndex:
+    """An inverted index with Okapi BM25 scoring (k1=1.2, b=0.75).
+
+    ``score(d, q) = sum over terms t of q present in d:
+    idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(d) / avg_len))`` with
+    ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))``; scores are then divided by the best
+    one so results lie in (0, 1], like the full-text index path.
+    """
+
+    K1 = 1.2
+    B = 0.75
+
+    def __init__(self) -> None:
+        self.loaded = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self._postings: dict[str, dict[str, int]] = {}
+        self._terms: dict[str, Counter[str]] = {}
+        self._types: dict[str, str] = {}
+        self._lengths: dict[str, int] = {}
+        self._total_length = 0
+
+    def invalidate(self) -> None:
+        self.loaded = False
+        self._reset()
+
+    def load(self, rows: Iterable[tuple[str, str, str]]) -> None:
+        """Replace the contents with (id, memory_type, text) rows."""
+        self._reset()
+        self.loaded = True
+        for id_, memory_type, text in rows:
+            self.add(id_, memory_type, text)
+
+    def add(self, id_: str, memory_type: str, text: str) -> None:
+        if not self.loaded:
+            return
+        self.remove(id_)
+        terms = Counter(tokenize(text))
+        self._terms[id_] = terms
+        self._types[id_] = memory_type
+        self._lengths[id_] = sum(terms.values())
+        self._total_length += self._lengths[id_]
+        for term, count in terms.items():
+            self._postings.setdefault(term, {})[id_] = count
+
+    def remove(self, id_: str) -> None:
+        terms = self._terms.pop(id_, None)
+        if terms is None:
+            return
+        self._types.pop(id_, None)
+        self._total_length -= self._lengths.pop(id_, 0)
+        for term in terms:
+            posting = self._postings.get(term)
+            if posting is not None:
+                posting.pop(id_, None)
+                if not posting:
+                    del self._postings[term]
+
+    def retype(self, id_: str, memory_type: str) -> None:
+        if id_ in self._types:
+            self._types[id_] = memory_type
+
+    def search(self, query: str, k: int, memory_type: str | None = None) -> list[tuple[str, float]]:
+        """Top-k (id, normalised BM25), best first; ties by id."""
+        docs = len(self._terms)
+        if docs == 0 or k <= 0:
+            return []
+        average = max(self._total_length / docs, 1e-9)
+        scores: dict[str, float] = {}
+        for term in set(tokenize(query)):
+            posting = self._postings.get(term)
+            if not posting:
+                continue
+            idf = math.log(1.0 + (docs - len(posting) + 0.5) / (len(posting) + 0.5))
+            for id_, tf in posting.items():
+                if memory_type is not None and self._types.get(id_) != memory_type:
+                    continue
+                norm = tf + self.K1 * (1.0 - self.B + self.B * self._lengths[id_] / average)
+                scores[id_] = scores.get(id_, 0.0) + idf * tf * (self.K1 + 1.0) / norm
+        best = heapq.nsmallest(k, scores.items(), key=lambda item: (-item[1], item[0]))
+        return normalise_scores(best)
+
+
+def normalise_scores(hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Divide by the best score so the top hit is 1.0 and every hit lies in (0, 1]."""
+    hits = [(id_, score) for id_, score in hits if score > 0]
+    if not hits:
+        return []
+    top = max(score for _, score in hits)
+    return [(id_, score / top) for id_, score in hits]

@@ -1,0 +1,227 @@
+"""The ``smriti`` command line through typer's CliRunner, on real Kuzu stores in tmp_path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from smriti.cli import app
+
+MEMORIES = [
+    "Alice prefers PostgreSQL with pgvector for retrieval augmented generation projects.",
+    "The deploy pipeline for project Atlas runs on GitHub Actions every night at 02:00 UTC.",
+    "Bob recommends cursor-based pagination for the orders API because offsets get slow.",
+]
+
+
+def make_env(location) -> dict[str, str]:
+    return {
+        "STORAGE_LOCATION": str(location),
+        "ACCESSING_USER": "alice",
+        "EMBEDDING_DIMS": "64",
+        "LLM_PROVIDER": "heuristic",
+        "EMBEDDING_PROVIDER": "hashing",
+        "CONSOLIDATION_INTERVAL": "0",
+        "BACKUP_TYPE": "none",
+        "COLUMNS": "220",  # rich tables: keep ids on one line
+    }
+
+
+@pytest.fixture
+def cli(tmp_path):
+    """``cli(*args, env=None, input=None)`` runs the app against tmp_path/store by default."""
+    runner = CliRunner()
+    default_env = make_env(tmp_path / "store")
+
+    def run(*args: str, env: dict[str, str] | None = None, input: str | None = None):
+        return runner.invoke(app, list(args), env=env or default_env, input=input)
+
+    return run
+
+
+def ok(result) -> str:
+    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr, result.exception)
+    return result.stdout
+
+
+def store_all(cli, env=None) -> list[str]:
+    ids = []
+    for content in MEMORIES:
+        stored = ok(cli("store", content, "--importance", "0.7", "--tags", "t", "--json", env=env))
+        ids.append(json.loads(stored)["id"])
+    return ids
+
+
+def test_store_recall_list_forget_stats(cli):
+    ids = store_all(cli)
+    assert len(set(ids)) == 3
+
+    result = json.loads(ok(cli("recall", "pagination for the orders API", "--json")))
+    assert {"query", "total_results", "sources", "results"} <= set(result)
+    assert ids[2] in [item["id"] for item in result["results"]]
+    assert {"id", "text", "score", "source", "timestamp", "entities", "memory_type"} <= set(
+        result["results"][0]
+    )
+
+    table = ok(cli("recall", "pagination for the orders API"))
+    assert ids[2] in table and "score" in table
+
+    listed = json.loads(ok(cli("list", "--json")))
+    assert {item["id"] for item in listed["results"]} == set(ids)
+
+    assert ids[0] in ok(cli("forget", ids[0]))
+    listed = json.loads(ok(cli("list", "--json")))
+    assert {item["id"] for item in listed["results"]} == set(ids[1:])
+    for mode in ("recall", "search"):
+        found = json.loads(ok(cli("recall", "PostgreSQL pgvector", "--mode", mode, "--json")))
+        assert ids[0] not in [item["id"] for item in found["results"]]
+
+    stats = json.loads(ok(cli("stats", "--json")))
+    assert stats["engrams"] == 2
+    assert stats["backup"] == {"type": "none", "enabled": False}
+    assert {"cues", "clusters", "vector_index", "llm", "embedder"} <= set(stats)
+    assert "engrams" in ok(cli("stats"))
+
+
+def test_recall_explain_prints_a_table_per_node(cli):
+    store_all(cli)
+    output = ok(cli("recall", "Atlas deploy pipeline", "--explain"))
+    for node in ("validate", "parse_query", "vector_search", "score", "format"):
+        assert node in output
+    explained = json.loads(ok(cli("recall", "Atlas deploy pipeline", "--explain", "--json")))
+    nodes = [step["node"] for step in explained["trace"]]
+    assert nodes[0] == "validate" and "format" in nodes
+
+
+def test_consolidate_reports_and_traces(cli):
+    store_all(cli)
+    report = json.loads(ok(cli("consolidate", "--json")))
+    assert report["trace"], report
+    assert "consolidation report" in ok(cli("consolidate"))
+    assert json.loads(ok(cli("stats", "--json")))["engrams"] == 3
+
+
+def _records(cli, env) -> dict[str, list]:
+    """An export split by kind, in a comparable (sorted, id-free for cues) form."""
+    from smriti.stores.records import LOCAL_META_KEYS
+
+    lines = [json.loads(line) for line in ok(cli("export", env=env)).splitlines() if line.strip()]
+    by_kind: dict[str, list] = {}
+    for record in lines:
+        if record["kind"] == "meta" and record["key"] in LOCAL_META_KEYS:
+            continue
+        if record["kind"] == "cue":
+            record = {k: v for k, v in record.items() if k != "id"}
+        by_kind.setdefault(record["kind"], []).append(json.dumps(record, sort_keys=True))
+    return {kind: sorted(items) for kind, items in by_kind.items()}
+
+
+def test_export_import_round_trip_is_identical_and_idempotent(cli, tmp_path):
+    store_all(cli)
+    source_env = make_env(tmp_path / "store")
+    target_env = make_env(tmp_path / "other")
+    dump = tmp_path / "memories.jsonl"
+    ok(cli("export", str(dump)))
+    assert dump.read_text().count("\n") > 3
+
+    before = _records(cli, source_env)
+    assert {"engram", "cue", "encoded_by"} <= set(before)
+    assert len(before["engram"]) == 3
+
+    assert "imported" in ok(cli("import", str(dump), env=target_env))
+    after_first = _records(cli, target_env)
+    assert after_first == before
+
+    ok(cli("import", str(dump), env=target_env))
+    assert _records(cli, target_env) == after_first
+    assert json.loads(ok(cli("stats", "--json", env=target_env)))["engrams"] == 3
+
+
+def test_import_of_a_bad_file_changes_nothing(cli, tmp_path):
+    store_all(cli)
+    bad = tmp_path / "bad.jsonl"
+    good_line = json.dumps({"kind": "meta", "key": "note", "value": "x"})
+    bad.write_text(good_line + "\nthis is not json\n")
+    result = cli("import", str(bad))
+    assert result.exit_code == 2
+    assert "not JSON" in result.stderr and "Traceback" not in result.stderr
+    unknown = tmp_path / "unknown.jsonl"
+    unknown.write_text(json.dumps({"kind": "spaceship"}) + "\n")
+    assert cli("import", str(unknown)).exit_code == 2
+    assert json.loads(ok(cli("stats", "--json")))["engrams"] == 3
+
+
+def test_context_prints_only_bullet_lines(cli):
+    ids = store_all(cli)
+    output = ok(cli("context", "which pagination does Bob recommend for the orders API?"))
+    lines = output.splitlines()
+    assert lines and all(line.startswith("- ") and "(id: " in line and "score: " in line for line in lines)
+    assert ids[2] in output
+
+    hook_input = json.dumps({"session_id": "s1", "prompt": "nightly deploy of project Atlas"})
+    hooked = ok(cli("context", "-", input=hook_input))
+    assert ids[1] in hooked and all(line.startswith("- ") for line in hooked.splitlines())
+
+
+def test_context_on_an_empty_memory_prints_nothing(cli):
+    assert ok(cli("context", "anything at all")) == ""
+
+
+@pytest.mark.parametrize("name", ["recall", "store", "consolidate"])
+def test_graph_prints_mermaid(cli, name):
+    output = ok(cli("graph", name))
+    assert "graph TD" in output and "__start__" in output
+
+
+def test_sync_without_backups_says_so(cli):
+    result = cli("sync")
+    assert result.exit_code == 0
+    assert "BACKUP_TYPE=none" in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["store", "   "], 2, "content"),
+        (["store", "fine", "--importance", "1.5"], 2, "importance"),
+        (["store", "fine", "--importance", "nan"], 2, "importance"),
+        (["recall", "x", "--limit", "0"], 2, "limit"),
+        (["recall", "x", "--limit", "21"], 2, "limit"),
+        (["recall", "x", "--mode", "dream"], 2, "dream"),
+        (["recall", "x", "--type", "dream"], 2, "dream"),
+        (["forget", "no-such-id"], 1, "no-such-id"),
+    ],
+)
+def test_bad_input_exit_codes(cli, args, code, needle):
+    store_all(cli)
+    result = cli(*args)
+    assert result.exit_code == code, (result.stdout, result.stderr)
+    assert needle in result.stderr and "Traceback" not in result.stderr
+    assert json.loads(ok(cli("stats", "--json")))["engrams"] == 3
+
+
+def test_settings_error_is_one_line_and_exit_2(cli, tmp_path):
+    env = {**make_env(tmp_path / "store"), "EMBEDDING_DIMS": "lots"}
+    result = cli("stats", env=env)
+    assert result.exit_code == 2
+    assert "EMBEDDING_DIMS" in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_unsafe_user_is_refused(cli, tmp_path):
+    env = {**make_env(tmp_path / "store"), "ACCESSING_USER": "../escape"}
+    result = cli("list", env=env)
+    assert result.exit_code == 2 and "user name" in result.stderr
+
+
+@pytest.mark.parametrize("client", ["cursor", "claude_desktop", "windsurf"])
+def test_example_client_configs_launch_smriti_mcp(client):
+    from pathlib import Path
+
+    config = json.loads((Path(__file__).parents[1] / "examples" / "mcp" / f"{client}.json").read_text())
+    launches = [(s["command"], s.get("args", [])) for s in config["mcpServers"].values()]
+    assert ("smriti-mcp", []) in launches
+    assert ("uvx", ["--from", "smriti-mcp", "smriti-mcp"]) in launches
+    assert any(command.endswith("/.venv/bin/smriti-mcp") for command, _ in launches)

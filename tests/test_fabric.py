@@ -1,0 +1,54 @@
+"""Memory Fabric stages as pure functions: dedupe and cross-reference boost."""
+
+import pytest
+
+from smriti.nodes.fabric import cross_reference_boost, dedupe_results
+
+
+def _result(id_, relevance, embedding, entities=(), tags=""):
+    return {
+        "id": id_,
+        "relevance": relevance,
+        "embedding": embedding,
+        "entities": list(entities),
+        "tags": tags,
+        "origins": ["vector"],
+    }
+
+
+def test_dedupe_merges_near_identical_keeping_the_higher_score():
+    results = [
+        _result("low", 0.4, [1.0, 0.0, 0.05], ["postgres"], "db"),
+        _result("high", 0.9, [1.0, 0.0, 0.0], ["billing"], "finance"),
+        _result("other", 0.5, [0.0, 1.0, 0.0]),
+    ]
+    kept = dedupe_results(results, threshold=0.85)
+    assert [r["id"] for r in kept] == ["high", "other"]
+    merged = kept[0]
+    assert merged["relevance"] == 0.9
+    assert merged["cross_validated"] is True
+    assert merged["merged_ids"] == ["low"]
+    assert merged["entities"] == ["billing", "postgres"]
+    assert merged["tags"] == "db,finance"
+    assert "cross_validated" not in kept[1]
+
+
+def test_dedupe_keeps_results_below_the_threshold():
+    results = [_result("a", 0.9, [1.0, 0.0]), _result("b", 0.8, [0.8, 0.6])]  # cosine 0.8
+    assert len(dedupe_results(results, threshold=0.85)) == 2
+    assert len(dedupe_results(results, threshold=0.75)) == 1
+
+
+def test_boost_multiplies_exactly_by_the_factor_for_shared_entities_only():
+    results = [
+        _result("shared", 0.5, None, ["pgvector"]),
+        _result("alone", 0.5, None, ["rare-thing"]),
+        _result("keyword", 0.5, None, ["common-word"]),
+    ]
+    counts = {"pgvector": 3, "rare-thing": 1, "common-word": 9}
+    types = {"pgvector": "technology", "rare-thing": "concept", "common-word": "keyword"}
+    boosted = {r["id"]: r for r in cross_reference_boost(results, counts, types, factor=1.2)}
+    assert boosted["shared"]["relevance"] == pytest.approx(0.5 * 1.2)
+    assert boosted["shared"]["cross_references"] == ["pgvector"]
+    assert boosted["alone"]["relevance"] == 0.5 and not boosted["alone"].get("boosted")
+    assert boosted["keyword"]["relevance"] == 0.5

@@ -1,0 +1,168 @@
+"""The recall graph, node by node, on a small real Kuzu graph with a fake embedder."""
+
+from datetime import UTC, datetime
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from smriti.errors import InvalidInput
+from smriti.pipelines.recall import build_recall_graph, recall_graph
+from smriti.pipelines.store import store_graph
+from smriti.stores.base import Association, Relation
+
+VOCABULARY = ["alpha", "beta", "gamma", "delta", "notes"]
+
+
+def _store(context, content, **extra):
+    return store_graph.invoke({"content": content, **extra}, context=context)["id"]
+
+
+def _recall(context, query, **extra):
+    out = recall_graph.invoke({"query": query, **extra}, context=context)
+    return out["result"], out["trace"]
+
+
+def _by_id(result):
+    return {r["id"]: r for r in result["results"]}
+
+
+@pytest.fixture
+def topic_context(make_context, keyword_embedder):
+    return make_context(embedder=keyword_embedder(VOCABULARY))
+
+
+def test_cue_traversal_finds_memory_sharing_no_words_with_the_query(make_context):
+    context = make_context()
+    ledger = _store(context, "The ledger service runs on Postgres", tags="finance")
+    _store(context, "Weekend hike in the alps", tags="outdoors")
+    result, trace = _recall(context, "finance")
+    assert ledger in _by_id(result)
+    assert "cue" in _by_id(result)[ledger]["metadata"]["retrieved_by"]
+    cue_step = next(t for t in trace if t["node"] == "cue_traverse")
+    assert [c["id"] for c in cue_step["candidates"]] == [ledger]
+
+
+def test_multi_hop_reaches_an_associate_vector_search_misses(topic_context):
+    context = topic_context
+    a = _store(context, "alpha alpha")
+    b = _store(context, "beta beta")
+    _store(context, "gamma gamma")
+    context.store.associate(Association(a, b, 0.9, "similar"))
+
+    search, _ = _recall(context, "alpha", mode="search")
+    assert b not in _by_id(search)
+
+    result, _ = _recall(context, "alpha", explain=True)
+    hop = _by_id(result)[b]
+    assert hop["metadata"]["hops"] == 1 and hop["metadata"]["via"] == a
+    assert hop["components"]["hop_factor"] == pytest.approx(context.settings.hop_penalty)
+    assert _by_id(result)[a]["components"]["hop_factor"] == 1.0
+    assert result["results"][0]["id"] == a
+
+
+def test_cross_cluster_penalty_halves_only_out_of_cluster_hops(topic_context):
+    context = topic_context
+    a = _store(context, "alpha alpha")
+    b = _store(context, "beta beta")
+    d = _store(context, "delta delta")
+    for target in (b, d):
+        context.store.associate(Association(a, target, 0.9, "similar"))
+    context.store.update_engrams({a: {"cluster_id": 1}, b: {"cluster_id": 1}, d: {"cluster_id": 2}})
+    result, _ = _recall(context, "alpha", explain=True)
+    items = _by_id(result)
+    assert items[a]["components"]["cluster_factor"] == 1.0
+    assert items[b]["components"]["cluster_factor"] == 1.0
+    assert items[d]["components"]["cluster_factor"] == pytest.approx(0.5)
+    assert items[d]["score"] == pytest.approx(items[b]["score"] * 0.5, rel=1e-3)
+
+
+def test_recall_dedupe_merges_near_identical_results(topic_context):
+    context = topic_context
+    first = _store(context, "alpha alpha beta")
+    second = _store(context, "alpha alpha alpha")  # cosine 0.894: stored apart, merged at recall
+    assert first != second
+    result, _ = _recall(context, "alpha")
+    ids = [r["id"] for r in result["results"]]
+    assert len({first, second} & set(ids)) == 1
+    kept = result["results"][0]
+    assert kept["metadata"]["cross_validated"] is True
+    assert set(kept["metadata"]["merged_ids"]) == {first, second} - {kept["id"]}
+
+
+def test_graph_relations_are_attached(topic_context):
+    context = topic_context
+    a = _store(context, "alpha notes")
+    context.store.add_relation(Relation("database-engineer", "recommends", "cursor-pagination", engram_id=a))
+    result, _ = _recall(context, "alpha")
+    assert {"from": "database-engineer", "relation": "recommends", "to": "cursor-pagination"} in _by_id(
+        result
+    )[a]["graph_relations"]
+
+
+def test_reinforcement_updates_access_time_count_and_decay(topic_context):
+    context = topic_context
+    a = _store(context, "alpha notes")
+    context.store.update_engram(a, decay_factor=0.5, last_accessed_at=datetime(2025, 1, 1, tzinfo=UTC))
+    _recall(context, "alpha")
+    engram = context.store.get_engram(a)
+    assert engram.access_count == 1
+    assert engram.last_accessed_at == context.clock()
+    assert engram.decay_factor == pytest.approx(0.5 + context.settings.reinforce_boost)
+
+
+def test_list_mode_and_empty_query_return_recent_without_reinforcing(topic_context):
+    context = topic_context
+    old = _store(context, "alpha notes", created_at=datetime(2025, 1, 1, tzinfo=UTC).isoformat())
+    new = _store(context, "beta notes", created_at=datetime(2025, 6, 1, tzinfo=UTC).isoformat())
+    for query, mode in (("", "recall"), ("ignored", "list")):
+        result, _trace = _recall(context, query, mode=mode)
+        assert result["mode"] == "list"
+        assert [r["id"] for r in result["results"]] == [new, old]
+    assert context.store.get_engram(new).access_count == 0
+
+
+def test_memory_type_filter(make_context):
+    context = make_context()
+    _store(context, "To deploy, first run the tests, then run make release")
+    _store(context, "Yesterday I met Sam at the station")
+    for mode in ("recall", "search", "list"):
+        result, _ = _recall(context, "deploy release station", mode=mode, memory_type="procedural")
+        assert result["results"], mode
+        assert {r["memory_type"] for r in result["results"]} == {"procedural"}
+
+
+def test_trace_lists_every_node_that_ran(topic_context):
+    _store(topic_context, "alpha notes")
+    _, trace = _recall(topic_context, "alpha")
+    ran = [t["node"] for t in trace]
+    assert ran[:2] == ["validate", "parse_query"]
+    assert set(ran[2:5]) == {"cue_traverse", "vector_search", "fulltext_search"}
+    assert ran[5:] == [
+        "gather",
+        "multi_hop",
+        "seed_cluster",
+        "dedupe",
+        "cross_reference",
+        "score",
+        "reinforce",
+        "format",
+    ]
+    assert all(t["ms"] >= 0 for t in trace)
+
+
+def test_step_through_with_checkpointer(topic_context):
+    a = _store(topic_context, "alpha notes")
+    graph = build_recall_graph(checkpointer=InMemorySaver(), interrupt_before=["multi_hop"])
+    config = {"configurable": {"thread_id": "t1"}}
+    graph.invoke({"query": "alpha"}, config, context=topic_context)
+    paused = graph.get_state(config)
+    assert paused.next == ("multi_hop",)
+    assert [c["id"] for c in paused.values["candidates"]] == [a]
+    final = graph.invoke(None, config, context=topic_context)
+    assert final["result"]["results"][0]["id"] == a
+
+
+@pytest.mark.parametrize("bad", [{"mode": "fuzzy"}, {"limit": 0}, {"limit": 21}, {"memory_type": "dream"}])
+def test_bad_recall_input(topic_context, bad):
+    with pytest.raises(InvalidInput):
+        recall_graph.invoke({"query": "alpha", **bad}, context=topic_context)

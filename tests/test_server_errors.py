@@ -1,0 +1,217 @@
+"""Bad input gets a tool error and changes nothing; failing models never take the server down.
+
+Most checks use the SDK's in-process client (``Client(server)``) for speed; one session
+runs over stdio, and the process-level failures (bad settings, unsafe user) run the script.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from smriti.server import build_server
+
+MAX_CHARS = 200
+
+
+def _stdio_flow():
+    # --import-mode=importlib: load the shared helpers of the stdio test by path.
+    spec = importlib.util.spec_from_file_location(
+        "_smriti_stdio_flow", Path(__file__).with_name("test_server_stdio.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+flow = _stdio_flow()
+
+
+async def engram_count(client) -> int:
+    stats = await client.call_tool("smriti_manage", {"action": "stats"})
+    assert not stats.is_error, stats.content
+    return stats.structured_content["details"]["engrams"]
+
+
+BAD_CALLS = [
+    ("smriti_store", {"content": ""}, "content"),
+    ("smriti_store", {"content": "  \n\t "}, "content"),
+    ("smriti_store", {"content": "x" * (MAX_CHARS + 1)}, "limit"),
+    ("smriti_store", {"content": "fine", "importance": -0.1}, "importance"),
+    ("smriti_store", {"content": "fine", "importance": 1.01}, "importance"),
+    ("smriti_store", {"content": "fine", "importance": float("nan")}, "importance"),
+    ("smriti_store", {"content": "fine", "importance": "NaN"}, "importance"),
+    ("smriti_store", {"content": "fine", "importance": "inf"}, "importance"),
+    ("smriti_store", {"importance": 0.5}, "content"),
+    ("smriti_recall", {"query": "x", "mode": "dream"}, "mode"),
+    ("smriti_recall", {"query": "x", "memory_type": "dream"}, "memory_type"),
+    ("smriti_recall", {"query": "x", "limit": 0}, "limit"),
+    ("smriti_recall", {"query": "x", "limit": -3}, "limit"),
+    ("smriti_recall", {"query": "x", "limit": 21}, "limit"),
+    ("smriti_manage", {"action": "forget", "memory_id": "no-such-id"}, "no-such-id"),
+    ("smriti_manage", {"action": "forget"}, "memory_id"),
+    ("smriti_manage", {"action": "forget", "memory_id": "   "}, "memory_id"),
+    ("smriti_manage", {"action": "sync"}, "BACKUP_TYPE=none"),
+    ("smriti_manage", {"action": "explode"}, "action"),
+]
+
+
+@pytest.fixture
+def server_settings(settings):
+    return settings.model_copy(update={"max_content_chars": MAX_CHARS})
+
+
+@pytest.mark.parametrize(("tool", "arguments", "needle"), BAD_CALLS, ids=lambda v: str(v)[:40])
+def test_bad_input_is_a_tool_error_and_changes_nothing(server_settings, tool, arguments, needle):
+    async def main() -> None:
+        async with Client(build_server(server_settings)) as client:
+            stored = await client.call_tool(
+                "smriti_store", {"content": "Kuzu is an embedded graph database."}
+            )
+            assert not stored.is_error
+            before = await engram_count(client)
+            result = await client.call_tool(tool, arguments)
+            assert result.is_error, result
+            assert needle in result.content[0].text, result.content[0].text
+            assert await engram_count(client) == before == 1
+
+    anyio.run(main)
+
+
+def test_forgetting_another_users_memory_is_not_found(server_settings):
+    from smriti.memory import Memory
+
+    with Memory.open(server_settings, user="bob") as bob:
+        bobs_id = bob.store("Bob keeps his notes in Obsidian.")["id"]
+
+    async def main() -> None:
+        async with Client(build_server(server_settings)) as client:
+            result = await client.call_tool("smriti_manage", {"action": "forget", "memory_id": bobs_id})
+            assert result.is_error and bobs_id in result.content[0].text
+            assert await engram_count(client) == 0
+
+    anyio.run(main)
+    with Memory.open(server_settings, user="bob") as bob:
+        assert bob.stats()["engrams"] == 1
+
+
+class UnreachableEmbeddings:
+    """An embedding endpoint that is down."""
+
+    def embed_documents(self, texts):
+        raise ConnectionError("embedding endpoint unreachable")
+
+    def embed_query(self, text):
+        raise ConnectionError("embedding endpoint unreachable")
+
+
+def test_failing_embedding_endpoint_is_a_tool_error_not_a_crash(server_settings, monkeypatch):
+    import smriti.server as server_module
+
+    real_open = server_module.open_runtime
+
+    def open_with_broken_embedder(settings, *args, **kwargs):
+        runtime = real_open(settings, *args, **kwargs)
+        runtime.memory.context.embedder = UnreachableEmbeddings()  # only the model is faked
+        return runtime
+
+    monkeypatch.setattr(server_module, "open_runtime", open_with_broken_embedder)
+
+    async def main() -> None:
+        async with Client(build_server(server_settings)) as client:
+            for tool, arguments in [
+                ("smriti_store", {"content": "Redis streams back the job queue."}),
+                ("smriti_recall", {"query": "job queue", "mode": "search"}),
+            ]:
+                result = await client.call_tool(tool, arguments)
+                assert result.is_error
+                assert "ConnectionError" in result.content[0].text, result.content[0].text
+            assert await engram_count(client) == 0  # still serving, nothing half-written
+            listed = await client.call_tool("smriti_recall", {"mode": "list"})
+            assert not listed.is_error
+
+    anyio.run(main)
+
+
+def test_bad_input_over_stdio(tmp_path):
+    command = flow.server_command()
+    env = {**flow.server_env(tmp_path), "MAX_CONTENT_CHARS": str(MAX_CHARS)}
+    params = StdioServerParameters(command=command[0], args=command[1:], env=env)
+
+    async def main() -> None:
+        with (tmp_path / "stderr.log").open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                stored = await client.call_tool(
+                    "smriti_store", {"content": "Kuzu is an embedded graph database."}
+                )
+                assert not stored.is_error
+                for tool, arguments, needle in BAD_CALLS:
+                    if arguments.get("importance") != arguments.get("importance"):
+                        continue  # NaN cannot be written as JSON; the in-process test covers it
+                    result = await client.call_tool(tool, arguments)
+                    assert result.is_error and needle in result.content[0].text, (tool, arguments)
+                assert await engram_count(client) == 1
+
+    anyio.run(main)
+
+
+def _run_server(tmp_path, **overrides) -> subprocess.CompletedProcess:
+    env = {**os.environ, **flow.server_env(tmp_path), **overrides}
+    return subprocess.run(
+        [sys.executable, "-m", "smriti.server"], input=b"", capture_output=True, env=env, timeout=60
+    )
+
+
+def test_settings_error_exits_2_with_one_message(tmp_path):
+    result = _run_server(tmp_path, EMBEDDING_DIMS="lots", PRUNE_THRESHOLD="7")
+    stderr = result.stderr.decode()
+    assert result.returncode == 2, stderr
+    assert "EMBEDDING_DIMS" in stderr and "PRUNE_THRESHOLD" in stderr
+    assert "Traceback" not in stderr and result.stdout == b""
+
+
+def test_unsafe_user_exits_1_with_one_message(tmp_path):
+    result = _run_server(tmp_path, ACCESSING_USER="../../etc")
+    stderr = result.stderr.decode()
+    assert result.returncode == 1, stderr
+    assert "user name" in stderr and "Traceback" not in stderr and result.stdout == b""
+
+
+def test_background_consolidation_runs_periodically_and_survives_failures(server_settings, monkeypatch):
+    import smriti.server as server_module
+
+    real_open = server_module.open_runtime
+    calls: list[int] = []
+
+    def open_with_flaky_consolidation(settings, *args, **kwargs):
+        runtime = real_open(settings, *args, **kwargs)
+        real_consolidate = runtime.consolidate
+
+        def flaky() -> dict:
+            calls.append(1)
+            if len(calls) == 1:
+                raise RuntimeError("first consolidation fails")
+            return real_consolidate()
+
+        runtime.consolidate = flaky
+        return runtime
+
+    monkeypatch.setattr(server_module, "open_runtime", open_with_flaky_consolidation)
+    settings = server_settings.model_copy(update={"consolidation_interval": 1})
+
+    async def main() -> None:
+        async with Client(build_server(settings)) as client:
+            await anyio.sleep(2.6)
+            assert not (await client.call_tool("smriti_store", {"content": "Still serving."})).is_error
+            assert await engram_count(client) == 1
+
+    anyio.run(main)
+    assert len(calls) >= 2  # the failure was logged and the next run still happened
