@@ -119,6 +119,7 @@ def extract_relations(text: str) -> list[RelationItem]:
     for source, verb, target in _RELATION.findall(text):
         if source.lower() in STOPWORDS or target.lower() in STOPWORDS:
             continue
+        target = target.rstrip(".,;:!?")  # the pattern allows dots inside names (node.js), not after them
         relations.append(RelationItem(source=source, relation=verb, target=target))
     return relations
 

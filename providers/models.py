@@ -84,9 +84,11 @@ def build_embedder(settings: Settings) -> Embeddings:
 def _local_embedder(settings: Settings) -> Embeddings:
     """sentence-transformers from the local cache (HF_HUB_OFFLINE semantics: no download)."""
     try:
-        from langchain_community.embeddings import HuggingFaceEmbeddings
-    except ImportError as error:  # pragma: no cover - langchain-community is a core dependency
-        raise ProviderError(str(error)) from error
+        from langchain_huggingface import HuggingFaceEmbeddings
+    except ImportError:
+        raise ProviderError(
+            "EMBEDDING_PROVIDER=local needs sentence-transformers: pip install 'smriti-mcp[local]'"
+        ) from None
     try:
         embedder = HuggingFaceEmbeddings(
             model_name=settings.local_embedding_model,

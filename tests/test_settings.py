@@ -1,0 +1,103 @@
+"""Settings: the original environment variables, clear errors, secrets kept out of output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from smriti.config import Settings, SettingsError, load_settings
+
+ORIGINAL_DEFAULTS = {
+    "storage_location": Path("~/.smriti").expanduser(),
+    "db_type": "kuzu",
+    "llm_model": "gpt-4o-mini",
+    "embedding_model": "text-embedding-3-small",
+    "embedding_dims": 1536,
+    "backup_type": "none",
+    "backup_sync_interval": 60,
+    "consolidation_interval": 3600,
+    "memory_fabric_dedup_threshold": 0.85,
+    "memory_fabric_boost_factor": 1.2,
+    "memory_fabric_max_results": 20,
+}
+
+
+def test_defaults_match_the_original_server():
+    settings = load_settings()
+    for field, value in ORIGINAL_DEFAULTS.items():
+        assert getattr(settings, field) == value, field
+    assert settings.accessing_user  # the OS user
+
+
+def test_original_variable_names_are_read(monkeypatch, tmp_path):
+    monkeypatch.setenv("ACCESSING_USER", "bob")
+    monkeypatch.setenv("STORAGE_LOCATION", str(tmp_path))
+    monkeypatch.setenv("DB_TYPE", "falkordb")
+    monkeypatch.setenv("FALKOR_ISOLATION", "graph")
+    monkeypatch.setenv("EMBEDDING_DIMS", "384")
+    monkeypatch.setenv("MEMORY_FABRIC_BOOST_FACTOR", "1.5")
+    settings = load_settings()
+    assert (settings.accessing_user, settings.storage_location, settings.db_type) == (
+        "bob",
+        tmp_path,
+        "falkordb",
+    )
+    assert settings.falkor_isolation == "graph"
+    assert settings.embedding_dims == 384
+    assert settings.memory_fabric_boost_factor == 1.5
+
+
+def test_embedding_key_falls_back_to_llm_key(monkeypatch):
+    monkeypatch.setenv("LLM_API_KEY", "sk-llm")
+    assert load_settings().effective_embedding_key.get_secret_value() == "sk-llm"
+    monkeypatch.setenv("EMBEDDING_API_KEY", "sk-emb")
+    assert load_settings().effective_embedding_key.get_secret_value() == "sk-emb"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("DB_TYPE", "sqlite"),
+        ("EMBEDDING_DIMS", "many"),
+        ("CONSOLIDATION_INTERVAL", "-5"),
+        ("MEMORY_FABRIC_DEDUP_THRESHOLD", "1.5"),
+        ("BACKUP_TYPE", "dropbox"),
+    ],
+)
+def test_invalid_value_names_the_variable(monkeypatch, variable, value):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsError) as error:
+        load_settings()
+    message = str(error.value)
+    assert f"{variable}:" in message
+    assert "Traceback" not in message and "pydantic" not in message.lower()
+
+
+def test_missing_requirement_of_a_choice_is_named(monkeypatch):
+    monkeypatch.setenv("BACKUP_TYPE", "github")
+    with pytest.raises(SettingsError, match="GIT_BASE_URL"):
+        load_settings()
+
+
+def test_secrets_never_appear_in_repr_or_errors(monkeypatch):
+    monkeypatch.setenv("LLM_API_KEY", "sk-very-secret")
+    monkeypatch.setenv("S3_SECRET_KEY", "s3-very-secret")
+    settings = load_settings()
+    assert "very-secret" not in repr(settings) and "very-secret" not in str(settings.model_dump())
+    monkeypatch.setenv("EMBEDDING_DIMS", "0")
+    with pytest.raises(SettingsError) as error:
+        load_settings()
+    assert "very-secret" not in str(error.value)
+
+
+def test_settings_are_not_read_at_import(monkeypatch):
+    """Importing the package with a broken environment must work; only load_settings() complains."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("EMBEDDING_DIMS", "not-a-number")
+    code = "import smriti.config, smriti.memory, smriti.server, smriti.cli; print('imported')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "imported"
