@@ -49,7 +49,10 @@ def test_hashing_embeddings_are_normalised_and_lexical():
 
 def test_hashing_embeddings_are_stable_across_processes():
     """Python's str hash is salted per process; stored vectors must not depend on it."""
-    code = "from smriti.providers.hashing import HashingEmbeddings; print(HashingEmbeddings(32).embed_query('x y'))"
+    code = (
+        "from smriti.providers.hashing import HashingEmbeddings; "
+        "print(HashingEmbeddings(32).embed_query('x y'))"
+    )
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(other) == pytest.approx(HashingEmbeddings(32).embed_query("x y"))
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from smriti.config import Settings, SettingsError, load_settings
+from smriti.config import SettingsError, load_settings
 
 ORIGINAL_DEFAULTS = {
     "storage_location": Path("~/.smriti").expanduser(),
