@@ -68,6 +68,9 @@ class Settings(BaseSettings):
     # --- backups --------------------------------------------------------------------------
     backup_type: Literal["none", "github", "s3"] = "none"
     backup_sync_interval: int = Field(default=60, ge=0)
+    backup_restore_on_start: bool = Field(
+        default=False, description="restore the latest backup at start when the local memory is empty"
+    )
     git_base_url: str = ""
     s3_endpoint: str = ""
     s3_region: str = ""

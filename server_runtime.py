@@ -43,14 +43,26 @@ class Runtime:
         return self.memory.consolidate()
 
     def sync(self) -> dict[str, Any]:
-        """Push the user's memory to the backup now.
+        """Push the user's memory to the backup now (skipped when unchanged since the last push).
 
         Raises:
             BackupDisabled: BACKUP_TYPE=none.
+            BackupError: the push failed (after retries); also recorded in ``backup_status``.
         """
         if self.backup is None:
             raise BackupDisabled(BACKUP_DISABLED_MESSAGE)
-        return _as_dict(self.backup.sync())
+        result = _as_dict(self.backup.sync())
+        if result.get("error"):
+            # why: the backup already recorded the failure; on demand the caller must see it too
+            from smriti.stores.backup import BackupError
+
+            attempts = result.get("attempts") or 0
+            tries = f" after {attempts} attempt(s)" if attempts > 1 else ""
+            raise BackupError(
+                f"backup sync failed{tries}: {result['error']} (the local memory is intact; "
+                "the next sync will push it)"
+            )
+        return result
 
     def restore(self, force: bool = False) -> dict[str, Any]:
         """Replace the local memory with the backup's copy (see ``smriti.stores.backup``).
@@ -86,21 +98,48 @@ def _as_dict(value: Any) -> dict[str, Any]:
 
 
 def open_backup(settings: Settings, memory: Memory) -> Any | None:
-    """The backup manager for ``settings`` (None when BACKUP_TYPE=none)."""
+    """The backup manager for ``settings`` (None when BACKUP_TYPE=none).
+
+    It snapshots under the memory's write lock and drops the memory's caches after a
+    restore, so it is built from the whole context, not just the store.
+    """
     if settings.backup_type == "none":
         return None
     from smriti.stores import backup
 
-    return backup.make_backup(settings, memory.context.store.user)
+    context = memory.context
+    return backup.make_backup(
+        settings, context.store, lock=context.write_lock, on_restored=context.cache.clear
+    )
+
+
+def _restore_on_start(backup: Any, memory: Memory) -> None:
+    """BACKUP_RESTORE_ON_START: fill an empty memory from the backup (a new machine)."""
+    from smriti.stores.backup import NoBackupFound
+
+    if memory.context.store.count_engrams() > 0:
+        return
+    try:
+        result = backup.restore(force=False)
+    except NoBackupFound:
+        logger.info("BACKUP_RESTORE_ON_START: no backup yet, starting with an empty memory")
+        return
+    logger.info("BACKUP_RESTORE_ON_START: restored %s", result.get("counts"))
 
 
 def open_runtime(settings: Settings, user: str | None = None, with_backup: bool = True) -> Runtime:
-    """Open the memory of ``user`` (default ACCESSING_USER) and, if asked, its backup manager."""
+    """Open the memory of ``user`` (default ACCESSING_USER) and, if asked, its backup manager.
+
+    With BACKUP_RESTORE_ON_START an empty memory is first restored from the backup; a
+    failing remote then fails the start (rather than silently starting empty).
+    """
     from smriti.memory import Memory
 
     memory = Memory.open(settings, user=user)
     try:
         backup = open_backup(settings, memory) if with_backup else None
+        if backup is not None and settings.backup_restore_on_start:
+            _restore_on_start(backup, memory)
     except BaseException:
         memory.close()
         raise

@@ -140,7 +140,32 @@ def bench_kuzu(n: int, repeats: int) -> dict[str, object] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Print the tables and write them as the ``leiden`` section of bench/RESULTS.md."""
+    import contextlib
+    import io
+
+    from smriti.bench.common import section_preamble, write_section
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=None, help="results file (default bench/RESULTS.md)")
+    args, _ = parser.parse_known_args(argv)
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        code = run(argv)
+    text = captured.getvalue()
+    print(text, end="")
+    command = " ".join([".venv/bin/python bench/leiden_bench.py", *(sys.argv[1:] if argv is None else argv)])
+    body = text.split("\n", 4)[-1]  # drop the run's own command and version lines
+    preamble = section_preamble(
+        command, "igraph Leiden (default) and leidenalg; Kuzu store, 16-dim fake embedder"
+    )
+    write_section("leiden", "Leiden clustering", preamble + "\n" + body, args.results)
+    return code
+
+
+def run(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=None, help="results file (default bench/RESULTS.md)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[60, 1000, 10_000])
     parser.add_argument("--db-sizes", type=int, nargs="+", default=[60, 1000])
     parser.add_argument("--no-db", action="store_true", help="skip the Kuzu recluster benchmark")

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from langgraph.runtime import Runtime
 
-from smriti.nodes.scoring import cosine
 from smriti.nodes.trace import traced
 from smriti.pipelines.context import MemoryContext
 from smriti.pipelines.state import RecallState
@@ -19,16 +19,23 @@ from smriti.pipelines.state import RecallState
 ENTITY_FREE_TYPES = frozenset({"keyword", "tag"})
 
 
-def _embedding_similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
-    if a.get("embedding") is None or b.get("embedding") is None:
-        return 0.0
-    return cosine(a["embedding"], b["embedding"])
+def embedding_similarities(results: Sequence[dict[str, Any]]) -> Callable[[int, int], float]:
+    """All pairwise cosines in one matrix product (a pair without embeddings scores 0)."""
+    dims = next((len(r["embedding"]) for r in results if r.get("embedding") is not None), 0)
+    matrix = np.zeros((len(results), max(dims, 1)), dtype=np.float32)
+    for row, result in enumerate(results):
+        if result.get("embedding") is not None:
+            matrix[row] = result["embedding"]
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+    pairs = matrix @ matrix.T
+    return lambda i, j: float(pairs[i, j])
 
 
 def dedupe_results(
     results: Sequence[dict[str, Any]],
     threshold: float,
-    similarity: Callable[[dict[str, Any], dict[str, Any]], float] = _embedding_similarity,
+    similarity: Callable[[dict[str, Any], dict[str, Any]], float] | None = None,
 ) -> list[dict[str, Any]]:
     """Merge results whose texts are more than ``threshold`` similar (Memory Fabric step 4).
 
@@ -36,12 +43,20 @@ def dedupe_results(
     merged into it: the kept one has the higher relevance, gains the other's id in
     ``merged_ids``, the union of entities and tags, and is marked ``cross_validated``.
     """
+    ordered = sorted(results, key=lambda r: (-r["relevance"], r["id"]))
+    if similarity is None:
+        pairwise = embedding_similarities(ordered)
+    else:
+        pairwise = lambda i, j: similarity(ordered[i], ordered[j])  # noqa: E731
     kept: list[dict[str, Any]] = []
-    for candidate in sorted(results, key=lambda r: (-r["relevance"], r["id"])):
-        twin = next((k for k in kept if similarity(k, candidate) > threshold), None)
-        if twin is None:
+    kept_rows: list[int] = []
+    for row, candidate in enumerate(ordered):
+        twin_row = next((k for k in kept_rows if pairwise(k, row) > threshold), None)
+        if twin_row is None:
             kept.append(dict(candidate))
+            kept_rows.append(row)
             continue
+        twin = kept[kept_rows.index(twin_row)]
         twin["cross_validated"] = True
         twin["merged_ids"] = [*twin.get("merged_ids", []), candidate["id"], *candidate.get("merged_ids", [])]
         twin["entities"] = sorted(set(twin.get("entities", [])) | set(candidate.get("entities", [])))

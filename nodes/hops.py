@@ -7,7 +7,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from smriti.nodes.results import engram_candidate
-from smriti.nodes.scoring import cosine, fuse_relevance, hop_relevance
+from smriti.nodes.scoring import FUSION_WEIGHTS, cosine, hop_relevance, rank_fusion
 from smriti.nodes.trace import traced
 from smriti.pipelines.context import MemoryContext
 from smriti.pipelines.state import RecallState
@@ -28,20 +28,34 @@ def load_candidates(
     return [engram_candidate(e, cues.get(e.id, []), hits.get(e.id)) for e in engrams]
 
 
-def score_relevance(candidate: dict[str, Any], query_embedding: list[float] | None, mode: str) -> None:
-    """Fill in similarity for hits found without the vector branch, then the fused relevance."""
+SIGNAL_KEYS = {"similarity": "similarity", "text": "text_score", "cue": "cue_score"}
+
+
+def fill_similarity(candidate: dict[str, Any], query_embedding: list[float] | None) -> None:
+    """Similarity for hits found without the vector branch, so every candidate has all signals."""
     if (
         query_embedding is not None
         and candidate.get("embedding") is not None
         and "vector" not in candidate["origins"]
     ):
         candidate["similarity"] = max(0.0, cosine(query_embedding, candidate["embedding"]))
+
+
+def branch_scores(candidates: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Each signal's positive scores among the direct hits, best first: the ranks fusion uses."""
+    return {
+        branch: sorted((c[key] for c in candidates if c[key] > 0), reverse=True)
+        for branch, key in SIGNAL_KEYS.items()
+    }
+
+
+def score_relevance(candidate: dict[str, Any], ranked: dict[str, list[float]], mode: str) -> None:
+    """Relevance: the similarity in search mode, else the rank fusion of the three signals."""
     if mode == "search":
         candidate["relevance"] = candidate["similarity"]
-    else:
-        candidate["relevance"] = fuse_relevance(
-            candidate["similarity"], candidate["text_score"], candidate["cue_score"]
-        )
+        return
+    signals = {branch: candidate[key] for branch, key in SIGNAL_KEYS.items() if branch in FUSION_WEIGHTS}
+    candidate["relevance"], candidate["ranks"] = rank_fusion(signals, ranked)
 
 
 @traced("gather")
@@ -49,12 +63,16 @@ def gather(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any
     hits = state.get("hits", {})
     candidates = load_candidates(runtime.context, sorted(hits), hits, state.get("memory_type"))
     for candidate in candidates:
-        score_relevance(candidate, state.get("query_embedding"), state["mode"])
+        fill_similarity(candidate, state.get("query_embedding"))
+    ranked = branch_scores(candidates)
+    for candidate in candidates:
+        score_relevance(candidate, ranked, state["mode"])
     candidates.sort(key=lambda c: (-c["relevance"], c["id"]))
     return {
         "candidates": candidates,
+        "branch_scores": ranked,
         "_candidates": [{"id": c["id"], "score": c["relevance"]} for c in candidates],
-        "_notes": f"{len(candidates)} direct hits fused (similarity, full text, cues)",
+        "_notes": f"{len(candidates)} direct hits fused by rank (similarity, full text, cues)",
     }
 
 
@@ -84,7 +102,8 @@ def multi_hop(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
         new = load_candidates(context, sorted(reached), {}, state.get("memory_type"))
         for candidate in new:
             passed, via, strength = reached[candidate["id"]]
-            score_relevance(candidate, state.get("query_embedding"), state["mode"])
+            fill_similarity(candidate, state.get("query_embedding"))
+            score_relevance(candidate, state.get("branch_scores", {}), state["mode"])
             own = candidate["relevance"]
             candidate.update(
                 hops=depth,

@@ -80,6 +80,10 @@ def score(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
                     hop,
                     cluster,
                 )
+        if state["mode"] != "search":
+            # The cross-reference boost can lift relevance to the boost factor; dividing by
+            # that ceiling keeps scores in [0, 1] without changing the order.
+            item["score"] /= max(1.0, settings.memory_fabric_boost_factor)
         scored.append(item)
     top = rank(scored)[: state["limit"]]
     return {

@@ -17,6 +17,9 @@ import numpy as np
 # and cue overlap) carries as much as dense similarity: on conversational memory such as
 # LoCoMo, keyword overlap beats small sentence embedders (see bench/RESULTS.md).
 FUSION_WEIGHTS = {"similarity": 0.45, "text": 0.30, "cue": 0.25}
+# Rank-fusion constant: 1/(k + rank). Smaller than the customary 60 because recall keeps
+# only a handful of results, so the top ranks of each branch should count most.
+FUSION_K = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +74,38 @@ def cue_score(matched: Iterable[str], query_cues: Sequence[str], cue_idf: Mappin
     return clamp01(got / total) if total else 0.0
 
 
-def fuse_relevance(similarity: float, text_score: float, cue: float) -> float:
-    """relevance = 0.45 similarity + 0.30 text + 0.25 cue (each in [0,1]; see FUSION_WEIGHTS)."""
-    w = FUSION_WEIGHTS
-    return clamp01(w["similarity"] * clamp01(similarity) + w["text"] * clamp01(text_score) + w["cue"] * cue)
+def branch_rank(value: float, ranked_desc: Sequence[float]) -> int:
+    """1 + how many direct hits of a branch scored strictly higher than ``value``."""
+    low, high = 0, len(ranked_desc)
+    while low < high:  # binary search in a descending list
+        middle = (low + high) // 2
+        if ranked_desc[middle] > value:
+            low = middle + 1
+        else:
+            high = middle
+    return low + 1
+
+
+def rank_fusion(
+    signals: Mapping[str, float], ranked: Mapping[str, Sequence[float]], k: int = FUSION_K
+) -> tuple[float, dict[str, int]]:
+    """Weighted reciprocal-rank fusion, normalised to [0, 1].
+
+    relevance = sum_b w_b / (k + rank_b) / sum_b w_b / (k + 1), over the branches b
+    (similarity, text, cue) in which the candidate has a positive score; rank_b is its rank
+    among that branch's direct hits (``ranked[b]``, scores best first). Ranks rather than raw
+    scores are fused because the branches' scales are not comparable: a cosine of 0.3 may be
+    the best a hashing embedder gives, while BM25 is normalised so its best is always 1.
+    A candidate first in every branch scores 1. Returns the relevance and the ranks.
+    """
+    best = sum(FUSION_WEIGHTS.values()) / (k + 1)
+    total, ranks = 0.0, {}
+    for branch, weight in FUSION_WEIGHTS.items():
+        value = signals.get(branch, 0.0)
+        if value > 0:
+            ranks[branch] = branch_rank(value, ranked.get(branch, ()))
+            total += weight / (k + ranks[branch])
+    return total / best, ranks
 
 
 def hop_relevance(own: float, parent: float, strength: float) -> float:
@@ -108,15 +139,22 @@ def composite_score(
     hop: float = 1.0,
     cluster: float = 1.0,
 ) -> tuple[float, dict[str, float]]:
-    """score = (ws*relevance + wr*recency + wi*importance + wd*decay) * hop * cluster.
+    """Relevance-gated composite score.
 
-    Returns the score and its components (for ``explain``).
+    score = relevance * (ws + wr*recency + wi*importance + wd*decay) * hop * cluster.
+
+    With the default weights (0.4, 0.2, 0.2, 0.2) a memory keeps 40 % of its relevance for
+    relevance alone and earns up to the rest from being recent, important and undecayed.
+    The original additive form (ws*relevance + wr*recency + ...) let a memory with no
+    relevance at all score 0.6 for being new and important, above a relevant older one;
+    gating by relevance keeps the same weights and components but ranks irrelevant
+    memories last. Returns the score and its components (for ``explain``).
     """
     parts = {
         "similarity": weights.similarity * relevance,
-        "recency": weights.recency * recency_value,
-        "importance": weights.importance * clamp01(importance),
-        "decay": weights.decay * clamp01(decay_factor),
+        "recency": weights.recency * recency_value * relevance,
+        "importance": weights.importance * clamp01(importance) * relevance,
+        "decay": weights.decay * clamp01(decay_factor) * relevance,
     }
     base = sum(parts.values())
     return base * hop * cluster, {**parts, "hop_factor": hop, "cluster_factor": cluster}

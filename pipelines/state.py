@@ -97,6 +97,7 @@ class RecallState(RecallInput, total=False):
     # (cue traversal, vector, full text) write side by side and are merged per id.
     hits: Annotated[dict[str, dict[str, Any]], merge_hits]
     candidates: list[dict[str, Any]]  # scored candidate dicts after expansion
+    branch_scores: dict[str, list[float]]  # per signal, the direct hits' scores best first (rank fusion)
     seed_cluster: int
     results: list[dict[str, Any]]
     result: dict[str, Any]

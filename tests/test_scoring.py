@@ -5,18 +5,20 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from smriti.nodes.scoring import (
+    FUSION_K,
     CompositeWeights,
     FabricWeights,
+    branch_rank,
     cluster_factor,
     composite_score,
     cosine,
     cue_score,
     fabric_score,
-    fuse_relevance,
     hop_factor,
     hop_relevance,
     idf,
     rank,
+    rank_fusion,
     recency,
     source_authority,
 )
@@ -47,11 +49,27 @@ def test_rare_cues_weigh_more_than_common_ones():
     assert cue_score([], [], weights) == 0.0
 
 
-def test_fusion_is_the_documented_weighted_sum():
-    assert fuse_relevance(1.0, 0.0, 0.0) == pytest.approx(0.45)
-    assert fuse_relevance(0.0, 1.0, 0.0) == pytest.approx(0.30)
-    assert fuse_relevance(0.0, 0.0, 1.0) == pytest.approx(0.25)
-    assert fuse_relevance(1.0, 1.0, 1.0) == pytest.approx(1.0)
+def test_rank_fusion_is_the_documented_weighted_reciprocal_rank():
+    ranked = {"similarity": [0.9, 0.5, 0.2], "text": [1.0, 0.4], "cue": [0.7]}
+    top, ranks = rank_fusion({"similarity": 0.9, "text": 1.0, "cue": 0.7}, ranked)
+    assert top == pytest.approx(1.0) and ranks == {"similarity": 1, "text": 1, "cue": 1}
+    k = FUSION_K
+    best = 1.0 / (k + 1)
+    only_text_second, ranks = rank_fusion({"similarity": 0.0, "text": 0.4, "cue": 0.0}, ranked)
+    assert ranks == {"text": 2}
+    assert only_text_second == pytest.approx(0.30 / (k + 2) / best)
+    # A value between ranked scores takes the rank after the higher ones (hop candidates).
+    between, ranks = rank_fusion({"similarity": 0.6}, ranked)
+    assert ranks == {"similarity": 2}
+    assert between == pytest.approx(0.45 / (k + 2) / best)
+    assert rank_fusion({}, ranked) == (0.0, {})
+
+
+def test_branch_rank_counts_strictly_better_hits():
+    assert branch_rank(0.5, [0.9, 0.5, 0.5, 0.1]) == 2
+    assert branch_rank(1.0, [0.9]) == 1
+    assert branch_rank(0.0, [0.9, 0.1]) == 3
+    assert branch_rank(0.3, []) == 1
 
 
 def test_composite_default_weights_and_penalties():
@@ -59,8 +77,11 @@ def test_composite_default_weights_and_penalties():
     score, parts = composite_score(1.0, 1.0, 1.0, 1.0, weights)
     assert score == pytest.approx(1.0)
     score, parts = composite_score(0.5, 0.0, 0.5, 1.0, weights)
-    assert score == pytest.approx(0.4 * 0.5 + 0.2 * 0.5 + 0.2 * 1.0)
+    assert score == pytest.approx(0.5 * (0.4 + 0.2 * 0.5 + 0.2 * 1.0))
     assert parts["similarity"] == pytest.approx(0.2)
+    assert sum(v for k, v in parts.items() if not k.endswith("_factor")) == pytest.approx(score)
+    # Gated by relevance: new, important, undecayed but irrelevant scores nothing.
+    assert composite_score(0.0, 1.0, 1.0, 1.0, weights)[0] == 0.0
     penalised, _ = composite_score(0.5, 0.0, 0.5, 1.0, weights, hop=hop_factor(2, 0.7), cluster=0.5)
     assert penalised == pytest.approx(score * 0.49 * 0.5)
 

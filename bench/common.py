@@ -1,0 +1,181 @@
+"""Shared plumbing of the benchmarks: data folder, settings, timing, tables, RESULTS.md sections.
+
+Every benchmark writes one section of ``bench/RESULTS.md`` between HTML comment markers
+(``<!-- bench:NAME:start -->`` ... ``<!-- bench:NAME:end -->``), replacing its previous
+section and leaving the others alone, so the file always holds the latest run of each.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import platform
+import re
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS_PATH = REPO_ROOT / "bench" / "RESULTS.md"
+DATA_ENV = "SMRITI_BENCH_DATA"
+RESULTS_HEADER = (
+    "# Benchmark results\n\n"
+    "Written by the scripts in `bench/` (each replaces its own section). Offline configuration "
+    "throughout: hashing embedder, heuristic analyser, no LLM, no network.\n"
+)
+
+logger = logging.getLogger("smriti.bench")
+
+
+def setup_logging(verbose: bool = False) -> None:
+    """Log to stderr (stdout is for the tables); quiet the libraries unless ``verbose``."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        force=True,
+    )
+    logger.setLevel(logging.INFO)
+
+
+def data_dir() -> Path:
+    """The read-only benchmark data: ``$SMRITI_BENCH_DATA`` or ``../shared/bench`` beside the repository."""
+    override = os.environ.get(DATA_ENV)
+    folder = Path(override).expanduser() if override else REPO_ROOT.parent / "shared" / "bench"
+    if not folder.is_dir():
+        raise SystemExit(f"benchmark data folder not found: {folder} (set {DATA_ENV} to its location)")
+    return folder
+
+
+def command_line(script: str, argv: Sequence[str] | None) -> str:
+    """The command that reproduces this run, from the repository root."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    return " ".join([".venv/bin/python", script, *(shlex.quote(a) for a in args)])
+
+
+def bench_settings(storage: Path, **overrides: Any):
+    """Offline settings for benchmarks: heuristic analyser, hashing embedder, no background work."""
+    from smriti.config import Settings
+
+    values: dict[str, Any] = {
+        "storage_location": storage,
+        "accessing_user": "bench",
+        "llm_provider": "heuristic",
+        "embedding_provider": "hashing",
+        "embedding_dims": 256,
+        "consolidation_interval": 0,
+        "backup_sync_interval": 0,
+        "log_level": "WARNING",
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+# -- timing ---------------------------------------------------------------------------------
+
+
+@contextmanager
+def stopwatch(samples: list[float]):
+    """Append the elapsed milliseconds of the ``with`` block to ``samples``."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        samples.append((time.perf_counter() - started) * 1000.0)
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (q in [0, 100]); NaN for no samples."""
+    if not samples:
+        return math.nan
+    ordered = sorted(samples)
+    position = (len(ordered) - 1) * q / 100.0
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def latency_summary(samples_ms: Sequence[float]) -> dict[str, float]:
+    """mean, p50, p95 (ms) and the number of samples."""
+    return {
+        "n": len(samples_ms),
+        "mean": statistics.fmean(samples_ms) if samples_ms else math.nan,
+        "p50": percentile(samples_ms, 50),
+        "p95": percentile(samples_ms, 95),
+    }
+
+
+def ratio(value: float, baseline: float) -> float:
+    return value / baseline if baseline else math.inf
+
+
+# -- formatting -----------------------------------------------------------------------------
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "-"
+        if math.isinf(value):
+            return "inf"
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], numeric_from: int = 1) -> str:
+    """A GitHub table; columns from ``numeric_from`` on are right-aligned."""
+    lines = ["| " + " | ".join(headers) + " |"]
+    lines.append("|" + "|".join("---" if i < numeric_from else "---:" for i in range(len(headers))) + "|")
+    lines += ["| " + " | ".join(fmt(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def machine_line() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (
+        f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, {platform.system()}; "
+        f"load average {load:.1f} when the section was written (other jobs share the machine)"
+    )
+
+
+def section_preamble(command: str, settings_note: str) -> str:
+    """Date, machine, command and settings lines that open every section."""
+    return (
+        f"- Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC\n"
+        f"- Machine: {machine_line()}\n"
+        f"- Command: `{command}`\n"
+        f"- Settings: {settings_note}\n"
+    )
+
+
+def write_section(name: str, title: str, body: str, path: Path | None = None) -> Path:
+    """Replace (or append) the section ``name`` of the results file; returns its path."""
+    path = Path(path) if path is not None else RESULTS_PATH
+    start, end = f"<!-- bench:{name}:start -->", f"<!-- bench:{name}:end -->"
+    block = f"{start}\n## {title}\n\n{body.strip()}\n{end}"
+    text = path.read_text() if path.exists() else RESULTS_HEADER
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: block, text)
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    logger.info("wrote section %r to %s", name, path)
+    return path

@@ -1,0 +1,84 @@
+"""Smoke test of the benchmarks: each main() on a tiny slice, into a temporary RESULTS file.
+
+Checks the sections and tables are written and the numbers are sane, not what they are.
+The LoCoMo slice needs the shared benchmark data (../shared/bench or SMRITI_BENCH_DATA).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from smriti.bench.common import data_dir, write_section
+
+
+def _has_locomo() -> bool:
+    try:
+        return (data_dir() / "locomo_public.json").is_file()
+    except SystemExit:
+        return False
+
+
+def test_write_section_replaces_only_its_own(tmp_path):
+    results = tmp_path / "RESULTS.md"
+    write_section("a", "A", "first", results)
+    write_section("b", "B", "other", results)
+    write_section("a", "A", "second", results)
+    text = results.read_text()
+    assert "second" in text and "first" not in text and "other" in text
+    assert text.count("<!-- bench:a:start -->") == 1
+
+
+@pytest.mark.skipif(not _has_locomo(), reason="LoCoMo data not found (set SMRITI_BENCH_DATA)")
+def test_locomo_slice(tmp_path):
+    from smriti.bench import locomo
+
+    results = tmp_path / "RESULTS.md"
+    out = locomo.main(
+        ["--conversations", "1", "--max-turns", "50", "--questions", "5", "--results", str(results)]
+    )
+    text = results.read_text()
+    assert "## LoCoMo evidence retrieval" in text and "### Recall (per question" in text
+    scores = out["scores"]
+    assert scores.count(locomo.SMRITI_RECALL, locomo.SCORED) >= 1
+    for system in out["systems"]:
+        for metric in ("R@5", "R@10", "H@5", "H@10"):
+            value = scores.mean(system, locomo.SCORED, metric)
+            assert 0.0 <= value <= 1.0, (system, metric, value)
+        assert scores.mean(system, locomo.SCORED, "R@5") <= scores.mean(system, locomo.SCORED, "R@10")
+    bm25 = "BM25 (keyword)"
+    assert scores.mean(bm25, locomo.SCORED, "H@10") > 0, "BM25 should find some evidence"
+    assert all(v > 0 for v in out["timing"]["store:smriti"])
+
+
+def test_normalise_evidence():
+    from smriti.bench.locomo import normalise_evidence
+
+    assert normalise_evidence(["D8:6; D9:17", "D:11:26", "D30:05", "D"]) == [
+        "D8:6",
+        "D9:17",
+        "D11:26",
+        "D30:5",
+    ]
+
+
+def test_scaling_slice(tmp_path):
+    from smriti.bench import scaling
+
+    results = tmp_path / "RESULTS.md"
+    out = scaling.main(["--sizes", "100", "--stores", "2", "--queries", "2", "--results", str(results)])
+    text = results.read_text()
+    assert "## Scaling" in text and "numpy brute force" in text and "HNSW forced" in text
+    assert out["infos"][0]["indexes"] == {"vector_index": True, "fulltext_index": True}
+    for key, samples in out["timing"].items():
+        assert samples and all(s > 0 and math.isfinite(s) for s in samples), key
+
+
+def test_leiden_slice(tmp_path):
+    from smriti.bench import leiden_bench
+
+    results = tmp_path / "RESULTS.md"
+    assert leiden_bench.main(["--sizes", "60", "--db-sizes", "60", "--results", str(results)]) == 0
+    text = results.read_text()
+    assert "## Leiden clustering" in text and "| 60 |" in text
