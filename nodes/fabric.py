@@ -17,6 +17,8 @@ from smriti.pipelines.context import MemoryContext
 from smriti.pipelines.state import RecallState
 
 ENTITY_FREE_TYPES = frozenset({"keyword", "tag"})
+# Entities encoding more than this share of all memories are too common to cross-reference.
+MAX_SHARED_SHARE = 0.1
 
 
 def embedding_similarities(results: Sequence[dict[str, Any]]) -> Callable[[int, int], float]:
@@ -71,19 +73,26 @@ def cross_reference_boost(
     cue_counts: Mapping[str, int],
     cue_types: Mapping[str, str],
     factor: float,
+    total: int | None = None,
 ) -> list[dict[str, Any]]:
     """Multiply relevance by ``factor`` when an entity of the result appears elsewhere in the graph.
 
     "Elsewhere" means the entity cue (any cue type but keyword or tag) also encodes at least
-    one other memory: ``cue_counts[name] >= 2``. Boosted results are marked ``boosted``
-    and list the shared entities in ``cross_references`` (Memory Fabric step 5).
+    one other memory: ``cue_counts[name] >= 2``. An entity in more than ``MAX_SHARED_SHARE``
+    of all ``total`` memories (the user's own name, the two speakers of a conversation)
+    corroborates nothing and would boost every result alike, so it does not count. Boosted
+    results are marked ``boosted`` and list the shared entities in ``cross_references``
+    (Memory Fabric step 5).
     """
+    ceiling = max(2, int(MAX_SHARED_SHARE * total)) if total else None
     boosted = []
     for result in results:
         shared = sorted(
             name
             for name in result.get("entities", [])
-            if cue_types.get(name, "keyword") not in ENTITY_FREE_TYPES and cue_counts.get(name, 0) >= 2
+            if cue_types.get(name, "keyword") not in ENTITY_FREE_TYPES
+            and cue_counts.get(name, 0) >= 2
+            and (ceiling is None or cue_counts[name] <= ceiling)
         )
         item = dict(result)
         if shared:
@@ -115,7 +124,7 @@ def cross_reference(state: RecallState, runtime: Runtime[MemoryContext]) -> dict
     counts = store.cue_engram_counts(names) if names else {}
     types = {name: t for c in candidates for name, t in c.get("entity_types", {}).items()}
     factor = runtime.context.settings.memory_fabric_boost_factor
-    boosted = cross_reference_boost(candidates, counts, types, factor)
+    boosted = cross_reference_boost(candidates, counts, types, factor, total=store.count_engrams())
     relations = store.relations_of([c["id"] for c in boosted]) if boosted else []
     by_engram: dict[str, list[dict[str, str]]] = {}
     for relation in relations:

@@ -12,9 +12,11 @@ from smriti.nodes.trace import traced
 from smriti.pipelines.context import MemoryContext
 from smriti.pipelines.state import RecallState
 
-# Expansion starts from this many of the best direct hits: the rest are unlikely to lead
-# anywhere useful, and each seed costs a neighbour query.
+# Expansion starts from this many of the best direct hits (and of each hop's results): the
+# rest are unlikely to lead anywhere useful. Each hop keeps at most HOP_WIDTH associates,
+# the ones passed the most relevance, so two hops never load hundreds of engrams.
 HOP_SEEDS = 10
+HOP_WIDTH = 30
 
 
 def load_candidates(
@@ -99,7 +101,8 @@ def multi_hop(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
                     passed = by_id[here]["relevance"] * edge.strength
                     if passed > reached.get(there, (-1.0, "", 0.0))[0]:
                         reached[there] = (passed, here, edge.strength)
-        new = load_candidates(context, sorted(reached), {}, state.get("memory_type"))
+        widest = sorted(reached, key=lambda i: (-reached[i][0], i))[:HOP_WIDTH]
+        new = load_candidates(context, sorted(widest), {}, state.get("memory_type"))
         for candidate in new:
             passed, via, strength = reached[candidate["id"]]
             fill_similarity(candidate, state.get("query_embedding"))
@@ -114,7 +117,7 @@ def multi_hop(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
             known[candidate["id"]] = candidate
         candidates.extend(new)
         added += len(new)
-        frontier = new
+        frontier = sorted(new, key=lambda c: (-c["relevance"], c["id"]))[:HOP_SEEDS]
     hop_ids = [{"id": c["id"], "score": c["relevance"]} for c in candidates if c["hops"]]
     return {
         "candidates": candidates,

@@ -39,22 +39,22 @@ def link_cues(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, A
     """EncodedBy to every cue, CoOccurs between the leading cues, RelatesTo for extracted relations."""
     store = runtime.context.store
     cues = memory_cues(state["analysis"], state.get("tags", ""))
-    with runtime.context.write_lock:
-        for cue in cues:
-            stored = store.upsert_cue(Cue(name=cue["name"], cue_type=cue["type"]))
-            store.link_cue(state["id"], stored.id)
-        for a, b in combinations(sorted(c["name"] for c in cues[:MAX_COOCCURRING_CUES]), 2):
-            store.add_cooccurrence(a, b, 1.0)
-        relations = state["analysis"].get("relations", [])
-        for rel in relations:
-            source, target = normalise_cue_name(rel["source"]), normalise_cue_name(rel["target"])
-            if not source or not target or source == target:
-                continue
-            for name in (source, target):
-                store.upsert_cue(Cue(name=name, cue_type="concept"))
-            store.add_relation(
+    relations = []
+    for rel in state["analysis"].get("relations", []):
+        source, target = normalise_cue_name(rel["source"]), normalise_cue_name(rel["target"])
+        if source and target and source != target and rel["relation"].strip():
+            relations.append(
                 Relation(source=source, relation=rel["relation"], target=target, engram_id=state["id"])
             )
+    pairs = [(a, b, 1.0) for a, b in combinations(sorted(c["name"] for c in cues[:MAX_COOCCURRING_CUES]), 2)]
+    # One batch call per edge kind: a handful of queries instead of one per cue, pair and relation.
+    with runtime.context.write_lock:
+        if cues:
+            store.link_cues(state["id"], [Cue(name=c["name"], cue_type=c["type"]) for c in cues])
+        if pairs:
+            store.add_cooccurrences(pairs)
+        if relations:
+            store.add_relations(relations, cue_type="concept")
     return {"cues": cues, "_notes": f"{len(cues)} cues, {len(relations)} relations"}
 
 
@@ -79,16 +79,19 @@ def associate(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, A
                 links[engram_id] = (SAME_SOURCE_STRENGTH, "same_source")
         recent.appendleft(state["id"])
     now = context.clock()
-    with context.write_lock:
-        for target, (strength, kind) in links.items():
-            context.store.associate(
-                Association(
-                    source_id=state["id"],
-                    target_id=target,
-                    strength=strength,
-                    relation_type=kind,
-                    created_at=now,
-                )
+    if links:
+        with context.write_lock:
+            context.store.associate_many(
+                [
+                    Association(
+                        source_id=state["id"],
+                        target_id=target,
+                        strength=strength,
+                        relation_type=kind,
+                        created_at=now,
+                    )
+                    for target, (strength, kind) in links.items()
+                ]
             )
     return {
         "_candidates": [{"id": t, "score": s} for t, (s, _) in links.items()],

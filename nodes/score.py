@@ -16,6 +16,7 @@ from smriti.nodes.scoring import (
     hop_factor,
     rank,
     recency,
+    shortlist,
     source_authority,
 )
 from smriti.nodes.trace import traced
@@ -35,6 +36,49 @@ def find_seed_cluster(state: RecallState, runtime: Runtime[MemoryContext]) -> di
     direct = [c["cluster_id"] for c in state.get("candidates", []) if not c["hops"]]
     seed = seed_cluster(direct)
     return {"seed_cluster": seed, "_notes": f"seed cluster {seed}" if seed >= 0 else "no seed cluster"}
+
+
+def score_bounds(candidate: dict[str, Any], seed: int, settings: Any) -> tuple[float, float]:
+    """The lowest and highest final score a candidate can still get, before dedupe and boost.
+
+    Composite: relevance * hop * cluster times between ws (no recency, importance or decay)
+    and ws + wr + wi + wd (all of them), the upper bound also times the boost factor.
+    Memory Fabric: recency and authority at their extremes (authority 0.5 to 1).
+    """
+    hop = hop_factor(candidate["hops"], settings.hop_penalty)
+    cluster = cluster_factor(candidate["hops"], candidate["cluster_id"], seed, settings.cross_cluster_penalty)
+    relevance = candidate["relevance"] * hop * cluster
+    boost = max(1.0, settings.memory_fabric_boost_factor)
+    if settings.scoring_profile == "fabric":
+        authority_floor = settings.fabric_weight_authority * 0.5 * hop * cluster
+        low = settings.fabric_weight_relevance * relevance + authority_floor
+        high = (settings.fabric_weight_recency + settings.fabric_weight_authority) * hop * cluster
+        return low, high + settings.fabric_weight_relevance * relevance * boost
+    total = (
+        settings.score_weight_similarity
+        + settings.score_weight_recency
+        + settings.score_weight_importance
+        + settings.score_weight_decay
+    )
+    return relevance * settings.score_weight_similarity, relevance * total * boost
+
+
+@traced("shortlist")
+def shortlist_candidates(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Drop candidates that cannot reach the top ``limit`` whatever dedupe and boost do.
+
+    Keeps twice the limit as a margin, since dedupe may merge some of the best ones.
+    """
+    candidates = state.get("candidates", [])
+    seed = state.get("seed_cluster", -1)
+    settings = runtime.context.settings
+    keep = shortlist([score_bounds(c, seed, settings) for c in candidates], 2 * state["limit"])
+    kept = [candidates[i] for i in keep]
+    return {
+        "candidates": kept,
+        "_candidates": [{"id": c["id"], "score": c["relevance"]} for c in kept],
+        "_notes": f"{len(kept)} of {len(candidates)} candidates can still reach the top {state['limit']}",
+    }
 
 
 @traced("score")

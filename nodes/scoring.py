@@ -87,7 +87,7 @@ def branch_rank(value: float, ranked_desc: Sequence[float]) -> int:
 
 
 def rank_fusion(
-    signals: Mapping[str, float], ranked: Mapping[str, Sequence[float]], k: int = FUSION_K
+    signals: Mapping[str, float], ranked: Mapping[str, Sequence[float]], k: int | None = None
 ) -> tuple[float, dict[str, int]]:
     """Weighted reciprocal-rank fusion, normalised to [0, 1].
 
@@ -98,6 +98,7 @@ def rank_fusion(
     the best a hashing embedder gives, while BM25 is normalised so its best is always 1.
     A candidate first in every branch scores 1. Returns the relevance and the ranks.
     """
+    k = FUSION_K if k is None else k
     best = sum(FUSION_WEIGHTS.values()) / (k + 1)
     total, ranks = 0.0, {}
     for branch, weight in FUSION_WEIGHTS.items():
@@ -180,6 +181,19 @@ def fabric_score(
         "authority": weights.authority * authority,
     }
     return sum(parts.values()) * hop * cluster, {**parts, "hop_factor": hop, "cluster_factor": cluster}
+
+
+def shortlist(bounds: Sequence[tuple[float, float]], keep: int) -> list[int]:
+    """Indices of the items that can still reach the top ``keep``, given (lower, upper) score bounds.
+
+    An item whose upper bound is below the ``keep``-th largest lower bound can never be in the
+    top ``keep``, whatever the later stages do within those bounds, so it is dropped before the
+    costlier stages (dedupe, cross-reference lookups). Order is preserved.
+    """
+    if len(bounds) <= keep:
+        return list(range(len(bounds)))
+    floor = sorted((low for low, _ in bounds), reverse=True)[keep - 1]
+    return [i for i, (_, high) in enumerate(bounds) if high >= floor]
 
 
 def rank(items: Iterable[dict], key: str = "score") -> list[dict]:

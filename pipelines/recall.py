@@ -6,7 +6,7 @@ validate ─┬─ list ──> list_recent ────────────
           └─ recall > parse_query ┬ cue_traverse ─┐
                                   ├ vector_search ┼> gather > multi_hop > seed_cluster
                                   └ fulltext ─────┘
-    seed_cluster > dedupe > cross_reference > score > reinforce > format
+    seed_cluster > shortlist > dedupe > cross_reference > score > reinforce > format
 ```
 The three direct branches run in parallel and join before expansion. Input is
 :class:`RecallInput`, output :class:`RecallOutput` (``result`` in the unified format and
@@ -23,7 +23,14 @@ from smriti.nodes.cues import cue_traverse, parse_query
 from smriti.nodes.fabric import cross_reference, dedupe
 from smriti.nodes.hops import gather, multi_hop
 from smriti.nodes.inputs import validate_recall
-from smriti.nodes.score import find_seed_cluster, format_result, list_recent, reinforce, score
+from smriti.nodes.score import (
+    find_seed_cluster,
+    format_result,
+    list_recent,
+    reinforce,
+    score,
+    shortlist_candidates,
+)
 from smriti.nodes.vector import fulltext_search, vector_search
 from smriti.pipelines.context import MemoryContext
 from smriti.pipelines.state import RecallInput, RecallOutput, RecallState
@@ -54,6 +61,7 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     builder.add_node("gather", gather)
     builder.add_node("multi_hop", multi_hop)
     builder.add_node("seed_cluster", find_seed_cluster)
+    builder.add_node("shortlist", shortlist_candidates)
     builder.add_node("dedupe", dedupe)
     builder.add_node("cross_reference", cross_reference)
     builder.add_node("score", score)
@@ -69,7 +77,8 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     builder.add_edge(DIRECT_BRANCHES, "gather")
     builder.add_conditional_edges("gather", _after_gather, ["score", "multi_hop"])
     builder.add_edge("multi_hop", "seed_cluster")
-    builder.add_edge("seed_cluster", "dedupe")
+    builder.add_edge("seed_cluster", "shortlist")
+    builder.add_edge("shortlist", "dedupe")
     builder.add_edge("dedupe", "cross_reference")
     builder.add_edge("cross_reference", "score")
     builder.add_edge("score", "reinforce")

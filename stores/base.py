@@ -129,6 +129,42 @@ class Relation:
     created_at: datetime = field(default_factory=utcnow)
 
 
+def merge_cooccurrences(pairs: Iterable[tuple[str, str, float]]) -> dict[tuple[str, str], float]:
+    """Normalised, unordered cue-name pairs with their summed deltas (self-pairs dropped).
+
+    Keyed (a, b) in the order the pair was first seen, which is the direction a new edge
+    gets. Raises ValueError for an empty name.
+    """
+    merged: dict[tuple[str, str], float] = {}
+    for raw_a, raw_b, delta in pairs:
+        a, b = normalise_cue_name(raw_a), normalise_cue_name(raw_b)
+        if not a or not b:
+            raise ValueError("a cue name cannot be empty")
+        if a == b:
+            continue
+        key = (b, a) if (b, a) in merged else (a, b)
+        merged[key] = merged.get(key, 0.0) + float(delta)
+    return merged
+
+
+def merge_associations(associations: Iterable[Association]) -> list[Association]:
+    """One association per unordered pair (self-pairs dropped), as sequential ``associate`` calls
+    would leave it: the first one's direction, type and time, the largest strength."""
+    merged: dict[frozenset[str], Association] = {}
+    for association in associations:
+        if association.source_id == association.target_id:
+            continue
+        key = frozenset((association.source_id, association.target_id))
+        first = merged.get(key)
+        if first is None:
+            merged[key] = association
+        elif association.strength > first.strength:
+            merged[key] = Association(
+                first.source_id, first.target_id, association.strength, first.relation_type, first.created_at
+            )
+    return list(merged.values())
+
+
 @dataclass(slots=True, frozen=True)
 class ScoredId:
     """A search hit: engram id and a similarity in [0, 1] (higher is closer)."""
@@ -254,6 +290,17 @@ class GraphStore(Protocol):
         """(Engram)-[:EncodedBy]->(Cue), idempotent."""
         ...
 
+    def link_cues(self, engram_id: str, cues: Sequence[Cue]) -> list[Cue]:
+        """Batch of upsert_cue + link_cue: upsert every cue by normalised name and link it.
+
+        Returns the stored cues (an existing cue unchanged), one per distinct normalised
+        name, in the order given. A missing engram still gets its cues upserted, unlinked.
+
+        Raises:
+            ValueError: a cue name is empty once normalised (nothing is written).
+        """
+        ...
+
     def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]: ...
     def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
         """Engrams encoded by any of the (normalised) cue names, most matched cues first."""
@@ -274,6 +321,18 @@ class GraphStore(Protocol):
         """(Cue source)-[:RelatesTo {relation, engram_id}]->(Cue target) by cue names."""
         ...
 
+    def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
+        """Batch of add_cooccurrence(a, b, delta): the same result as calling it per pair in order."""
+        ...
+
+    def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
+        """Batch of add_relation; cues it has to create get ``cue_type`` (existing ones keep theirs).
+
+        Raises:
+            ValueError: a relation without a name or with an empty cue name (nothing is written).
+        """
+        ...
+
     def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
         """RelatesTo edges recorded by these engrams."""
         ...
@@ -283,6 +342,10 @@ class GraphStore(Protocol):
     # -- associations ----------------------------------------------------------------------
     def associate(self, association: Association) -> None:
         """Create or strengthen (keep the max strength) an AssociatedWith edge."""
+        ...
+
+    def associate_many(self, associations: Sequence[Association]) -> None:
+        """Batch of associate: the same result as calling it per association in order."""
         ...
 
     def neighbours(self, engram_ids: Sequence[str]) -> list[Association]:

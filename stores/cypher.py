@@ -41,6 +41,8 @@ from smriti.stores.base import (
     Engram,
     EngramState,
     Relation,
+    merge_associations,
+    merge_cooccurrences,
     new_id,
     normalise_cue_name,
     validate_user_name,
@@ -296,6 +298,44 @@ class CypherGraphStore(CypherSearchMixin):
         if not rows or not rows[0]["n"]:
             log.debug("link_cue: engram %s or cue %s does not exist for this user", engram_id, cue_id)
 
+    def _merge_cues(self, cues: Mapping[str, tuple[str, str]]) -> None:
+        """MERGE cues without embeddings by name, name -> (id, cue_type) used when created."""
+        if cues:
+            self._q(
+                "UNWIND $rows AS row MERGE (c:Cue {user: $user, name: row.name}) "
+                "ON CREATE SET c.id = row.id, c.cue_type = row.cue_type",
+                rows=[{"name": n, "id": id_, "cue_type": t} for n, (id_, t) in cues.items()],
+            )
+
+    def link_cues(self, engram_id: str, cues: Sequence[Cue]) -> list[Cue]:
+        """Upsert the cues and MERGE their EncodedBy edges: two queries for any number of cues.
+
+        Raises:
+            ValueError: an empty cue name. EmbeddingMismatchError: a cue embedding of another size.
+        """
+        wanted: dict[str, Cue] = {}
+        for cue in cues:
+            name = _cue_name(cue.name)
+            if name not in wanted:
+                self._check_embedding(cue.embedding)
+                wanted[name] = cue
+        if not wanted:
+            return []
+        for cue in wanted.values():
+            if cue.embedding is not None:  # rare: keep the vector expression of upsert_cue
+                self.upsert_cue(cue)
+        self._merge_cues({n: (c.id, c.cue_type) for n, c in wanted.items() if c.embedding is None})
+        rows = self._q(
+            "UNWIND $names AS name MATCH (c:Cue {user: $user, name: name}) "
+            "OPTIONAL MATCH (e:Engram {user: $user, id: $engram_id}) "
+            "FOREACH (x IN CASE WHEN e IS NULL THEN [] ELSE [1] END | MERGE (e)-[:EncodedBy]->(c)) "
+            f"RETURN {CUE_COLUMNS}",
+            names=list(wanted),
+            engram_id=engram_id,
+        )
+        stored = {row["name"]: cue_from_row(row) for row in rows}
+        return [stored[name] for name in wanted if name in stored]
+
     def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
         found: dict[str, list[Cue]] = {engram_id: [] for engram_id in engram_ids}
         if not engram_ids:
@@ -378,6 +418,55 @@ class CypherGraphStore(CypherSearchMixin):
             created_at=to_stored_time(relation.created_at),
         )
 
+    def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
+        """Batch of :meth:`add_cooccurrence` (additive): two queries for any number of pairs."""
+        merged = merge_cooccurrences(pairs)
+        if not merged:
+            return
+        self._merge_cues({name: (new_id(), "keyword") for pair in merged for name in pair})
+        self._q(
+            "UNWIND $rows AS row "
+            "MATCH (a:Cue {user: $user, name: row.a}), (b:Cue {user: $user, name: row.b}) "
+            "OPTIONAL MATCH (a)-[r:CoOccurs]-(b) WITH a, b, row, collect(r) AS edges "
+            "FOREACH (e IN edges | SET e.strength = e.strength + row.w) "
+            "FOREACH (missing IN CASE WHEN size(edges) = 0 THEN [1] ELSE [] END | "
+            "CREATE (a)-[:CoOccurs {strength: row.w}]->(b))",
+            rows=[{"a": a, "b": b, "w": w} for (a, b), w in merged.items()],
+        )
+
+    def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
+        """Batch of :meth:`add_relation`; cues it creates get ``cue_type``. Two queries.
+
+        Raises:
+            ValueError: a relation without a name or with an empty cue name (nothing is written).
+        """
+        rows: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        for relation in relations:
+            name = relation.relation.strip()
+            if not name:
+                raise ValueError("a relation needs a name")
+            a, b = _cue_name(relation.source), _cue_name(relation.target)
+            rows.setdefault(
+                (a, name, b, relation.engram_id),
+                {
+                    "a": a,
+                    "b": b,
+                    "relation": name,
+                    "engram_id": relation.engram_id,
+                    "created_at": to_stored_time(relation.created_at),
+                },
+            )
+        if not rows:
+            return
+        self._merge_cues({n: (new_id(), cue_type) for row in rows.values() for n in (row["a"], row["b"])})
+        self._q(
+            "UNWIND $rows AS row "
+            "MATCH (a:Cue {user: $user, name: row.a}), (b:Cue {user: $user, name: row.b}) "
+            "MERGE (a)-[r:RelatesTo {relation: row.relation, engram_id: row.engram_id}]->(b) "
+            "ON CREATE SET r.created_at = row.created_at",
+            rows=list(rows.values()),
+        )
+
     def _relations(self, where: str, order: str, **params: Any) -> list[Relation]:
         rows = self._q(
             f"MATCH (a:Cue {{user: $user}})-[r:RelatesTo]->(b:Cue {{user: $user}}) {where} "
@@ -431,6 +520,32 @@ class CypherGraphStore(CypherSearchMixin):
             strength=float(association.strength),
             relation_type=association.relation_type,
             created_at=to_stored_time(association.created_at),
+        )
+
+    def associate_many(self, associations: Sequence[Association]) -> None:
+        """Batch of :meth:`associate`: one query for any number of associations."""
+        merged = merge_associations(associations)
+        if not merged:
+            return
+        self._q(
+            "UNWIND $rows AS row "
+            "MATCH (a:Engram {user: $user, id: row.source}), (b:Engram {user: $user, id: row.target}) "
+            "OPTIONAL MATCH (a)-[r:AssociatedWith]-(b) WITH a, b, row, collect(r) AS edges "
+            "FOREACH (e IN edges | SET e.strength = CASE WHEN row.strength > e.strength THEN row.strength "
+            "ELSE e.strength END) "
+            "FOREACH (missing IN CASE WHEN size(edges) = 0 THEN [1] ELSE [] END | "
+            "CREATE (a)-[:AssociatedWith {strength: row.strength, relation_type: row.relation_type, "
+            "created_at: row.created_at}]->(b))",
+            rows=[
+                {
+                    "source": a.source_id,
+                    "target": a.target_id,
+                    "strength": float(a.strength),
+                    "relation_type": a.relation_type,
+                    "created_at": to_stored_time(a.created_at),
+                }
+                for a in merged
+            ],
         )
 
     def neighbours(self, engram_ids: Sequence[str]) -> list[Association]:

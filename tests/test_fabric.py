@@ -52,3 +52,17 @@ def test_boost_multiplies_exactly_by_the_factor_for_shared_entities_only():
     assert boosted["shared"]["cross_references"] == ["pgvector"]
     assert boosted["alone"]["relevance"] == 0.5 and not boosted["alone"].get("boosted")
     assert boosted["keyword"]["relevance"] == 0.5
+
+
+def test_entities_in_most_memories_do_not_boost():
+    """The speakers of a conversation appear in every turn: they corroborate nothing."""
+    results = [_result("a", 0.5, None, ["caroline"]), _result("b", 0.5, None, ["lgbtq"])]
+    counts = {"caroline": 400, "lgbtq": 6}
+    types = {"caroline": "person", "lgbtq": "organization"}
+    boosted = {r["id"]: r for r in cross_reference_boost(results, counts, types, factor=1.2, total=419)}
+    assert not boosted["a"].get("boosted") and boosted["a"]["relevance"] == 0.5
+    assert boosted["b"]["relevance"] == pytest.approx(0.6)
+    # In a small store the ceiling never drops below two memories.
+    one = [_result("c", 0.5, None, ["bob"])]
+    small = cross_reference_boost(one, {"bob": 2}, {"bob": "person"}, 1.2, total=5)
+    assert small[0]["boosted"]

@@ -141,6 +141,7 @@ def test_trace_lists_every_node_that_ran(topic_context):
         "gather",
         "multi_hop",
         "seed_cluster",
+        "shortlist",
         "dedupe",
         "cross_reference",
         "score",
@@ -166,3 +167,33 @@ def test_step_through_with_checkpointer(topic_context):
 def test_bad_recall_input(topic_context, bad):
     with pytest.raises(InvalidInput):
         recall_graph.invoke({"query": "alpha", **bad}, context=topic_context)
+
+
+def test_shortlist_never_changes_the_top_results(make_context):
+    """Two identical memories; one recalls with limit 3 (shortlisted hard), one with limit 20."""
+    import itertools
+    from datetime import timedelta
+
+    from smriti.providers.hashing import HashingEmbeddings
+
+    words = "postgres index garden tomato coffee espresso billing invoice deploy friday".split()
+    corpus = [" ".join(triple) for triple in itertools.combinations(words, 3)][:40]  # no near-duplicates
+    rankings = []
+    for user, limit in (("u-small", 3), ("u-large", 20)):
+        # Relevance-heavy weights narrow the score bounds, so the shortlist has something to drop.
+        weights = {"score_weight_similarity": 0.85, "score_weight_recency": 0.05, "score_weight_decay": 0.05}
+        context = make_context(
+            embedder=HashingEmbeddings(64), user=user, score_weight_importance=0.05, **weights
+        )
+        start = datetime(2025, 11, 1, tzinfo=UTC)  # distinct ages before the fixed clock
+        for i, content in enumerate(corpus):
+            _store(
+                context, content, importance=(i % 5) / 5, created_at=(start + timedelta(days=i)).isoformat()
+            )
+        result, trace = _recall(context, "postgres garden espresso", limit=limit)
+        shortlisted = next(t for t in trace if t["node"] == "shortlist")
+        rankings.append(([r["text"] for r in result["results"]][:3], shortlisted["notes"]))
+    (small, small_notes), (large, _) = rankings
+    assert small == large
+    kept, total = (int(x) for x in small_notes.split(" candidates")[0].split(" of "))
+    assert kept < total  # it did drop something

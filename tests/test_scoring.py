@@ -20,6 +20,7 @@ from smriti.nodes.scoring import (
     rank,
     rank_fusion,
     recency,
+    shortlist,
     source_authority,
 )
 
@@ -110,3 +111,11 @@ def test_fabric_profile_weights():
 def test_rank_breaks_ties_by_id():
     items = [{"id": "b", "score": 1.0}, {"id": "a", "score": 1.0}, {"id": "c", "score": 2.0}]
     assert [i["id"] for i in rank(items)] == ["c", "a", "b"]
+
+
+def test_shortlist_keeps_whatever_can_still_reach_the_top():
+    bounds = [(0.5, 1.0), (0.4, 0.9), (0.1, 0.45), (0.05, 0.29), (0.3, 0.6)]
+    # third-best lower bound is 0.3: items whose upper bound is below it cannot make the top 3
+    assert shortlist(bounds, 3) == [0, 1, 2, 4]
+    assert shortlist(bounds, 10) == [0, 1, 2, 3, 4]
+    assert shortlist([], 3) == []
