@@ -276,10 +276,13 @@ def import_(
     path: Annotated[
         Path, typer.Argument(help="A JSON Lines file written by export.", exists=True, dir_okay=False)
     ],
+    reembed_all: Annotated[
+        bool, typer.Option("--reembed", help="Embed every memory again with the configured embedder.")
+    ] = False,
 ) -> None:
     """Import an export (idempotent: importing the same file twice changes nothing)."""
     with _handled(), _runtime(ctx) as runtime:
-        count = import_from(runtime.memory, path)
+        count = import_from(runtime.memory, path, reembed_all)
     out().print(f"imported {count} records from {path}")
 
 

@@ -45,44 +45,64 @@ def _write_records(memory: Memory, stream: Any) -> int:
     return count
 
 
-def read_records(path: Path, embedding_dims: int) -> list[dict[str, Any]]:
-    """Parse and check an export file.
+def read_records(path: Path, embedding_dims: int | None) -> list[dict[str, Any]]:
+    """Read and check a whole export file (see :func:`smriti.stores.records.parse_lines`).
 
     Raises:
         InvalidInput: a line is not JSON, not a Smriti record, or carries embeddings of
             another dimension than this store's EMBEDDING_DIMS.
     """
-    from smriti.stores.records import KINDS
+    from smriti.stores.records import RecordFormatError, parse_lines
 
-    records: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8") as stream:
-        for number, line in enumerate(stream, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise InvalidInput(f"{path}:{number}: not JSON ({error.msg})") from None
-            kind = record.get("kind") if isinstance(record, dict) else None
-            if kind not in KINDS:
-                raise InvalidInput(f"{path}:{number}: not a Smriti export record (kind {kind!r})")
-            embedding = record.get("embedding")
-            if kind == "engram" and embedding is not None and len(embedding) != embedding_dims:
-                raise InvalidInput(
-                    f"{path}:{number}: the export has {len(embedding)}-dimensional embeddings but this "
-                    f"store uses EMBEDDING_DIMS={embedding_dims}; import with the same embedding model"
-                )
-            records.append(record)
-    return records
+    try:
+        with path.open(encoding="utf-8") as stream:
+            return parse_lines(stream, embedding_dims)
+    except RecordFormatError as error:
+        hint = (
+            "; import with the same embedding model or use --reembed"
+            if "dimensional" in error.message
+            else ""
+        )
+        raise InvalidInput(f"{path}:{error.line}: {error.message}{hint}") from None
 
 
-def import_from(memory: Memory, path: Path) -> int:
-    """Import an export file with a progress bar on stderr; returns the records applied."""
+# Meta records naming the embedding model that wrote the export: dropped when re-embedding.
+EMBEDDING_META_KEYS = frozenset({"embedding_model", "embedding_dims"})
+REEMBED_BATCH = 64
+
+
+def reembed(records: list[dict[str, Any]], embedder: Any) -> list[dict[str, Any]]:
+    """Replace engram embeddings with the configured embedder's, in batches; drop cue embeddings."""
+    engrams = [r for r in records if r["kind"] == "engram"]
+    for start in range(0, len(engrams), REEMBED_BATCH):
+        batch = engrams[start : start + REEMBED_BATCH]
+        vectors = embedder.embed_documents([r["content"] for r in batch])
+        for record, vector in zip(batch, vectors, strict=True):
+            record["embedding"] = [float(x) for x in vector]
+    kept = []
+    for record in records:
+        if record["kind"] == "meta" and record.get("key") in EMBEDDING_META_KEYS:
+            continue
+        if record["kind"] == "cue":
+            record = {**record, "embedding": None}
+        kept.append(record)
+    return kept
+
+
+def import_from(memory: Memory, path: Path, reembed_all: bool = False) -> int:
+    """Import an export file with a progress bar on stderr; returns the records applied.
+
+    With ``reembed_all`` the engrams are embedded again by this memory's embedder, so an
+    export made with another embedding model (or dimension) can be imported.
+    """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from smriti.cli_render import err
 
-    records = read_records(Path(path), memory.context.settings.embedding_dims)
+    dims = None if reembed_all else memory.context.settings.embedding_dims
+    records = read_records(Path(path), dims)
+    if reembed_all:
+        records = reembed(records, memory.context.embedder)
     columns = (TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err()) as progress:
         task = progress.add_task("import", total=len(records))

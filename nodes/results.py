@@ -79,6 +79,8 @@ def format_item(candidate: Mapping[str, Any], explain: bool) -> dict[str, Any]:
             "text_score": round(candidate.get("text_score", 0.0), 6),
             "cue_score": round(candidate.get("cue_score", 0.0), 6),
             "relevance": round(candidate.get("relevance", 0.0), 6),
+            # each branch's rank, as fused into relevance
+            **{f"rank_{branch}": rank for branch, rank in candidate.get("ranks", {}).items()},
             **{k: round(v, 6) for k, v in candidate.get("components", {}).items()},
         }
     return item

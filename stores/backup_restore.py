@@ -13,13 +13,12 @@ Order matters so that no step can leave the user with less than they had:
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from smriti.stores.backup import BackupError, NoBackupFound, RestoreRefused
 from smriti.stores.base import utcnow
-from smriti.stores.records import KINDS
+from smriti.stores.records import RecordFormatError, parse_lines
 
 if TYPE_CHECKING:
     from smriti.stores.backup import Backup
@@ -115,23 +114,9 @@ def read_snapshot(path: Path, embedding_dims: int | None) -> list[dict[str, Any]
     Raises:
         BackupError: a line is not a Smriti record, or embeddings have another dimension.
     """
-    records: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8") as stream:
-        for number, line in enumerate(stream, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise BackupError(f"backup line {number} is not JSON ({error.msg})") from None
-            kind = record.get("kind") if isinstance(record, dict) else None
-            if kind not in KINDS:
-                raise BackupError(f"backup line {number} is not a Smriti record (kind {kind!r})")
-            embedding = record.get("embedding")
-            if embedding_dims and embedding is not None and len(embedding) != embedding_dims:
-                raise BackupError(
-                    f"the backup has {len(embedding)}-dimensional embeddings but this store uses "
-                    f"EMBEDDING_DIMS={embedding_dims}: restore with the same embedding model"
-                )
-            records.append(record)
-    return records
+    try:
+        with path.open(encoding="utf-8") as stream:
+            return parse_lines(stream, embedding_dims)
+    except RecordFormatError as error:
+        hint = ": restore with the same embedding model" if "dimensional" in error.message else ""
+        raise BackupError(f"backup {error}{hint}") from None

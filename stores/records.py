@@ -8,6 +8,7 @@ the edges that need them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -112,6 +113,48 @@ def meta_record(key: str, value: str) -> dict[str, Any]:
 
 # Metadata that describes the physical store, not the memories: never carried across.
 LOCAL_META_KEYS = frozenset({"schema_version", "vector_index", "fulltext_index"})
+
+
+class RecordFormatError(ValueError):
+    """A line of a JSON Lines export that is not a valid Smriti record."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+        self.message = message
+
+
+def parse_lines(lines: Iterable[str], embedding_dims: int | None) -> list[dict[str, Any]]:
+    """Parse a whole export before anything is written, so a bad file changes nothing.
+
+    Args:
+        lines: the file's lines (blank ones are skipped).
+        embedding_dims: the store's dimension, checked on engram embeddings; None skips the check
+            (re-embedding imports).
+
+    Raises:
+        RecordFormatError: a line is not JSON, not a Smriti record, or has another dimension.
+    """
+    records: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise RecordFormatError(number, f"not JSON ({error.msg})") from None
+        kind = record.get("kind") if isinstance(record, dict) else None
+        if kind not in KINDS:
+            raise RecordFormatError(number, f"not a Smriti export record (kind {kind!r})")
+        embedding = record.get("embedding")
+        if embedding_dims and kind == "engram" and embedding is not None and len(embedding) != embedding_dims:
+            raise RecordFormatError(
+                number,
+                f"{len(embedding)}-dimensional embeddings, "
+                f"but this store uses EMBEDDING_DIMS={embedding_dims}",
+            )
+        records.append(record)
+    return records
 
 
 def import_into(store: GraphStore, records: Iterable[dict[str, Any]]) -> int:

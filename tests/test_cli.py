@@ -153,6 +153,25 @@ def test_import_of_a_bad_file_changes_nothing(cli, tmp_path):
     assert json.loads(ok(cli("stats", "--json")))["engrams"] == 3
 
 
+def test_import_into_another_dimension_needs_reembed(cli, tmp_path):
+    """Moving to another embedding model: refused with a way out, then --reembed does it."""
+    ids = store_all(cli)
+    dump = tmp_path / "memories.jsonl"
+    ok(cli("export", str(dump)))
+    wider = {**make_env(tmp_path / "wider"), "EMBEDDING_DIMS": "128"}
+    refused = cli("import", str(dump), env=wider)
+    assert refused.exit_code == 2 and "--reembed" in refused.stderr
+    assert json.loads(ok(cli("stats", "--json", env=wider)))["engrams"] == 0
+
+    ok(cli("import", str(dump), "--reembed", env=wider))
+    moved = [json.loads(line) for line in ok(cli("export", env=wider)).splitlines() if line.strip()]
+    engrams = {r["id"]: r for r in moved if r["kind"] == "engram"}
+    assert set(engrams) == set(ids)
+    assert all(len(r["embedding"]) == 128 for r in engrams.values())
+    found = json.loads(ok(cli("recall", "pagination for the orders API", "--json", env=wider)))
+    assert found["results"][0]["id"] == ids[2]
+
+
 def test_context_prints_only_bullet_lines(cli):
     ids = store_all(cli)
     output = ok(cli("context", "which pagination does Bob recommend for the orders API?"))
