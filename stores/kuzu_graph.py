@@ -415,8 +415,11 @@ class CueGraphMixin:
 
     @locked
     def associate_many(self, associations: Sequence[Association]) -> None:
-        """Batch of :meth:`associate`. Pairs touching an engram this process created are known
-        to be new or existing without a query; one CREATE query makes every new edge."""
+        """Batch of :meth:`associate`: one CREATE query per distinct source for the new edges.
+
+        Pairs touching an engram this process created are known to be new or existing without
+        a query (the store pipeline's case); others are strengthened in both directions first.
+        """
         merged = merge_associations(associations)
         if not merged:
             return
@@ -428,7 +431,8 @@ class CueGraphMixin:
                 for x, other in ((a.source_id, a.target_id), (a.target_id, a.source_id))
                 if x in self._fresh
             ]
-            (absent if not all(known) else maybe).append(a) if known else maybe.append(a)
+            # A fresh end has exactly the edges recorded for it: one without this pair proves it new.
+            (absent if known and not all(known) else maybe).append(a)
         if maybe:
             # Strengthen existing edges, trying both directions (see _symmetric_edge).
             rows = [{"a": a.source_id, "b": a.target_id, "w": float(a.strength)} for a in maybe]
@@ -448,23 +452,21 @@ class CueGraphMixin:
             absent += [a for a in maybe if frozenset((a.source_id, a.target_id)) not in done]
         if not absent:
             return
-        created = self._run(
-            "UNWIND $rows AS row MATCH (x:Engram {id: row.a}), (y:Engram {id: row.b}) "
-            "CREATE (x)-[:AssociatedWith {strength: row.w, relation_type: row.type, "
-            "created_at: row.at}]->(y) RETURN x.id, y.id",
-            {
-                "rows": [
-                    {
-                        "a": a.source_id,
-                        "b": a.target_id,
-                        "w": float(a.strength),
-                        "type": a.relation_type,
-                        "at": to_db(a.created_at),
-                    }
-                    for a in absent
-                ]
-            },
-        )
+        # Grouped by source: a primary-key lookup for it, then one UNWIND over its targets
+        # (~2-4 ms at 10k engrams; matching both ends inside the UNWIND hash-joins the table twice).
+        by_source: dict[str, list[dict[str, Any]]] = {}
+        for a in absent:
+            by_source.setdefault(a.source_id, []).append(
+                {"b": a.target_id, "w": float(a.strength), "type": a.relation_type, "at": to_db(a.created_at)}
+            )
+        created = []
+        for source, rows in by_source.items():
+            created += self._run(
+                "MATCH (x:Engram {id: $a}) UNWIND $rows AS row MATCH (y:Engram {id: row.b}) "
+                "CREATE (x)-[:AssociatedWith {strength: row.w, relation_type: row.type, "
+                "created_at: row.at}]->(y) RETURN x.id, y.id",
+                {"a": source, "rows": rows},
+            )
         for x, y in created:
             for end, other in ((x, y), (y, x)):
                 if end in self._fresh:

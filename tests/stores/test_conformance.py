@@ -312,6 +312,114 @@ def test_neighbours_in_both_directions(store):
     ]
 
 
+# -- batch forms --------------------------------------------------------------------------------
+def test_link_cues_upserts_links_and_is_idempotent(store):
+    store.create_engram(engram("b1"))
+    store.create_engram(engram("b2"))
+    old = store.upsert_cue(Cue(name="python", cue_type="technology"))
+    stored = store.link_cues(
+        "b1",
+        [Cue(name="Python", cue_type="keyword"), Cue(name="New Cue", cue_type="concept"), Cue(name="python")],
+    )
+    assert [(c.name, c.cue_type) for c in stored] == [("python", "technology"), ("new-cue", "concept")]
+    assert stored[0].id == old.id
+    again = store.link_cues("b1", [Cue(name="new cue"), Cue(name="python")])
+    assert [c.id for c in again] == [stored[1].id, old.id]
+    assert store.link_cues("b2", [Cue(name="python")])[0].id == old.id
+    store.link_cue("b2", old.id)  # the single form agrees with the batch
+    assert store.stats().cue_links == 3 and store.stats().cues == 2
+    assert sorted(c.name for c in store.cues_of(["b1"])["b1"]) == ["new-cue", "python"]
+    assert [c.name for c in store.link_cues("ghost", [Cue(name="orphan")])] == ["orphan"]  # cue, no edge
+    assert store.stats().cue_links == 3 and store.stats().cues == 3
+    assert store.link_cues("b1", []) == []
+    with pytest.raises(ValueError):
+        store.link_cues("b1", [Cue(name="fine"), Cue(name="   ")])
+    assert store.stats().cues == 3  # nothing written
+
+
+def test_link_cues_on_a_reopened_engram_skips_existing_edges(store):
+    store.create_engram(engram("r1"))
+    first = store.upsert_cue(Cue(name="alpha"))
+    store.link_cue("r1", first.id)
+    store.link_cues("r1", [Cue(name="alpha"), Cue(name="beta")])
+    store.link_cues("r1", [Cue(name="alpha"), Cue(name="beta")])
+    assert store.stats().cue_links == 2
+
+
+def test_add_cooccurrences_matches_the_single_form(store):
+    store.add_cooccurrence("b", "a", 1.0)
+    store.add_cooccurrences(
+        [("a", "b", 2.0), ("A", "c", 1.0), ("c", "a", 0.5), ("d", "D", 9.0), ("c", "d", 1.0)]
+    )
+    assert _co_occurs(store) == {
+        ("b", "a"): pytest.approx(3.0),
+        ("a", "c"): pytest.approx(1.5),
+        ("c", "d"): pytest.approx(1.0),
+    }
+    cues = {r["name"]: r["cue_type"] for r in store.export_records() if r["kind"] == "cue"}
+    assert cues == dict.fromkeys("abcd", "keyword")
+    store.add_cooccurrences([])
+    with pytest.raises(ValueError):
+        store.add_cooccurrences([("a", " ", 1.0)])
+
+
+def test_add_relations_is_idempotent_and_types_created_cues(store):
+    store.upsert_cue(Cue(name="alice", cue_type="person"))
+    relations = [
+        Relation("Alice", "prefers", "Dark Mode", engram_id="x1", created_at=T0),
+        Relation("alice", "prefers", "dark-mode", engram_id="x1", created_at=T0),  # the same fact
+        Relation("dark mode", "needs", "contrast", engram_id="x2", created_at=T0 + timedelta(hours=1)),
+    ]
+    store.add_relations(relations, cue_type="concept")
+    store.add_relations(relations[:1], cue_type="concept")
+    store.add_relation(relations[0])
+    found = store.relations_of(["x1", "x2"])
+    assert [(r.source, r.relation, r.target, r.engram_id) for r in found] == [
+        ("alice", "prefers", "dark-mode", "x1"),
+        ("dark-mode", "needs", "contrast", "x2"),
+    ]
+    assert found[0].created_at == T0
+    cues = {r["name"]: r["cue_type"] for r in store.export_records() if r["kind"] == "cue"}
+    assert cues == {"alice": "person", "dark-mode": "concept", "contrast": "concept"}
+    with pytest.raises(ValueError):
+        store.add_relations([Relation("a", "rel", "b"), Relation("a", " ", "b")])
+    assert len(store.relations_of(["", "x1", "x2"])) == 2
+
+
+def test_add_relations_for_a_new_engram(store):
+    store.create_engram(engram("n1"))
+    relation = Relation("team", "uses", "kuzu", engram_id="n1", created_at=T0)
+    store.add_relations([relation])
+    store.add_relations([relation])
+    store.add_relation(relation)
+    assert len(store.relations_of(["n1"])) == 1
+
+
+def test_associate_many_matches_the_single_form(store):
+    for eid in ("p", "q", "r", "s"):
+        store.create_engram(engram(eid))
+    store.associate(Association("q", "p", 0.5, relation_type="similar", created_at=T0))
+    store.associate_many(
+        [
+            Association("p", "q", 0.8, relation_type="session"),  # strengthens q->p
+            Association("p", "r", 0.3, relation_type="similar", created_at=T0),
+            Association("r", "p", 0.6, relation_type="session"),  # same pair: max strength, first type
+            Association("p", "p", 1.0),
+            Association("p", "ghost", 1.0),
+            Association("s", "q", 0.2, relation_type="same_source", created_at=T0),
+        ]
+    )
+    store.associate_many([Association("q", "s", 0.1)])  # weaker: unchanged
+    edges = {(a.source_id, a.target_id): (a.strength, a.relation_type) for a in store.all_associations()}
+    assert edges == {
+        ("q", "p"): (pytest.approx(0.8), "similar"),
+        ("p", "r"): (pytest.approx(0.6), "similar"),
+        ("s", "q"): (pytest.approx(0.2), "same_source"),
+    }
+    assert {(n.source_id, n.target_id) for n in store.neighbours(["p"])} == {("q", "p"), ("p", "r")}
+    store.associate_many([])
+
+
 # -- search -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("indexed", [False, True], ids=["brute-force", "indexed"])
 def test_vector_search_matches_numpy_cosine_ranking(store, indexed):
