@@ -102,7 +102,8 @@ class DenseRetriever:
         n = len(self.ids)
         if not n or k <= 0:
             return []
-        scores = self.matrix[:n] @ np.asarray(vector, dtype=np.float32)
+        # einsum, not @: a matrix-vector @ starts OpenBLAS threads that fight the other work here.
+        scores = np.einsum("ij,j->i", self.matrix[:n], np.asarray(vector, dtype=np.float32))
         top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
         top = sorted(top, key=lambda row: (-scores[row], row))
         return [(self.ids[row], float(scores[row])) for row in top]

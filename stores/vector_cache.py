@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import heapq
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+
+from smriti.text import search_terms
 
 # -- exact vector search ---------------------------------------------------------------------
 
@@ -139,71 +140,10 @@ def normalise_rows(matrix: np.ndarray) -> np.ndarray:
 
 # -- keyword search (BM25) ---------------------------------------------------------------------
 
-_WORD = re.compile(r"[^\W_]+")
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "for",
-        "from",
-        "has",
-        "have",
-        "he",
-        "her",
-        "his",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "me",
-        "my",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "our",
-        "she",
-        "so",
-        "that",
-        "the",
-        "their",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "will",
-        "with",
-        "you",
-        "your",
-    ]
-)
-
 
 def tokenize(text: str) -> list[str]:
-    """Lower-cased words of two or more letters/digits, without common English stopwords."""
-    return [w for w in _WORD.findall(text.lower()) if len(w) >= 2 and w not in STOPWORDS]
+    """Stemmed content words (see :func:`smriti.text.search_terms`)."""
+    return search_terms(text)
 
 
 class KeywordIndex:
