@@ -23,7 +23,10 @@ def vector_search(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[s
     context = runtime.context
     embedding = embed_query(context, state["query"])
     floor = context.settings.vector_min_similarity
-    found = context.store.vector_search(embedding, candidate_pool(state["limit"]), state.get("memory_type"))
+    # Search mode ranks by similarity alone, so the top ``limit`` is all it needs; recall
+    # fuses branches and expands, so it takes a deeper pool.
+    k = state["limit"] if state["mode"] == "search" else candidate_pool(state["limit"])
+    found = context.store.vector_search(embedding, k, state.get("memory_type"))
     # Brute force returns k rows whatever their score; unrelated memories are not candidates.
     hits = [h for h in found if h.score > floor]
     return {
