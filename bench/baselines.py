@@ -15,19 +15,17 @@ with Smriti's one-memory-at-a-time store) and ``search(query, k) -> [(doc_id, sc
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 
 import numpy as np
 
-from smriti.stores.vector_cache import STOPWORDS
-
-# Same stopword list as Smriti's keyword index, so the baseline is not handicapped by a worse tokenizer.
-_WORD = re.compile(r"[a-z0-9]+")
+from smriti.text import search_terms
 
 
 def bm25_tokens(text: str) -> list[str]:
-    return [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+    """The same terms as Smriti's keyword search (stemmed, broad stop list): the baseline gets the
+    better tokenizer too, so any gain of the pipeline over it comes from retrieval, not tokenizing."""
+    return search_terms(text)
 
 
 class BM25Retriever:
