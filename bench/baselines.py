@@ -15,6 +15,7 @@ with Smriti's one-memory-at-a-time store) and ``search(query, k) -> [(doc_id, sc
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 
 import numpy as np
@@ -28,21 +29,30 @@ def bm25_tokens(text: str) -> list[str]:
     return search_terms(text)
 
 
+_PLAIN_WORD = re.compile(r"[a-z0-9]+")
+
+
+def plain_tokens(text: str) -> list[str]:
+    """Lower-cased words, nothing removed or stemmed: the usual BM25 of reference figures."""
+    return _PLAIN_WORD.findall(text.lower())
+
+
 class BM25Retriever:
     """Okapi BM25: sum over query terms t in d of idf(t) * tf (k1 + 1) / (tf + k1 (1 - b + b |d| / avgdl)),
     idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))."""
 
     name = "BM25 (keyword)"
 
-    def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
-        self.k1, self.b = k1, b
+    def __init__(self, k1: float = 1.2, b: float = 0.75, tokens=bm25_tokens, name: str | None = None) -> None:
+        self.k1, self.b, self.tokens = k1, b, tokens
+        self.name = name or type(self).name
         self.ids: list[str] = []
         self.tfs: list[Counter[str]] = []
         self.lengths: list[int] = []
         self.postings: dict[str, list[int]] = {}
 
     def add(self, doc_id: str, text: str) -> None:
-        terms = Counter(bm25_tokens(text))
+        terms = Counter(self.tokens(text))
         row = len(self.ids)
         self.ids.append(doc_id)
         self.tfs.append(terms)
@@ -56,7 +66,7 @@ class BM25Retriever:
             return []
         average = max(sum(self.lengths) / n, 1e-9)
         scores: dict[int, float] = {}
-        for term in set(bm25_tokens(query)):
+        for term in set(self.tokens(query)):
             rows = self.postings.get(term, [])
             idf = math.log(1 + (n - len(rows) + 0.5) / (len(rows) + 0.5))
             for row in rows:

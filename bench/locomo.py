@@ -42,7 +42,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from smriti.bench.baselines import BM25Retriever, DenseRetriever, FusionRetriever
+from smriti.bench.baselines import BM25Retriever, DenseRetriever, FusionRetriever, plain_tokens
 from smriti.bench.common import (
     bench_settings,
     command_line,
@@ -69,6 +69,7 @@ DEFAULT_QUESTIONS = 20
 SMRITI_RECALL = "Smriti recall (full pipeline)"
 SMRITI_RELEVANCE = "Smriti recall, relevance-only score (ablation)"
 SMRITI_SEARCH = "Smriti search (vector only)"
+PLAIN_BM25 = "BM25, plain words (as in the reference figures)"
 REFERENCE_R10 = {"Dense (MiniLM)": 0.49, "BM25": 0.52, "RRF": 0.57}
 REFERENCE_R5 = {"Dense (MiniLM)": 0.40, "BM25": 0.45, "RRF": 0.48}
 
@@ -185,14 +186,16 @@ def run_conversation(
     end = max(t.when for t in turns) + timedelta(hours=1)
 
     bm25, dense = BM25Retriever(), DenseRetriever(embedder)
+    plain = BM25Retriever(tokens=plain_tokens, name=PLAIN_BM25)
     for turn in turns:
+        plain.add(turn.dia_id, turn.content)
         with stopwatch(timing["store:bm25"]):
             bm25.add(turn.dia_id, turn.content)
         with stopwatch(timing["store:dense"]):
             dense.add(turn.dia_id, turn.content)
     fusion = FusionRetriever(bm25, dense)
     bm25_ranked: dict[str, list[list[str]]] = {}
-    for retriever in (bm25, dense, fusion):
+    for retriever in (bm25, plain, dense, fusion):
         for q in questions:
             with stopwatch(timing[f"recall:{retriever.name}"]):
                 hits = retriever.search(q.text, max(KS))
@@ -436,8 +439,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             records += run_conversation(kept, sample, questions, Path(folder), scores, timing, embedder)
     elapsed = time.perf_counter() - started
 
-    systems = [SMRITI_RECALL, SMRITI_RELEVANCE, SMRITI_SEARCH, BM25Retriever.name, DenseRetriever.name,
-               FusionRetriever.name]  # fmt: skip
+    systems = [SMRITI_RECALL, SMRITI_RELEVANCE, SMRITI_SEARCH, BM25Retriever.name, PLAIN_BM25,
+               DenseRetriever.name, FusionRetriever.name]  # fmt: skip
     total_q = sum(len(rows) for rows in [scores.rows[SMRITI_RECALL]])
     body = (
         section_preamble(

@@ -6,6 +6,7 @@ import pytest
 
 from smriti.nodes.scoring import (
     FUSION_K,
+    FUSION_WEIGHTS,
     CompositeWeights,
     FabricWeights,
     branch_rank,
@@ -58,11 +59,11 @@ def test_rank_fusion_is_the_documented_weighted_reciprocal_rank():
     best = 1.0 / (k + 1)
     only_text_second, ranks = rank_fusion({"similarity": 0.0, "text": 0.4, "cue": 0.0}, ranked)
     assert ranks == {"text": 2}
-    assert only_text_second == pytest.approx(0.30 / (k + 2) / best)
+    assert only_text_second == pytest.approx(FUSION_WEIGHTS["text"] / (k + 2) / best)
     # A value between ranked scores takes the rank after the higher ones (hop candidates).
     between, ranks = rank_fusion({"similarity": 0.6}, ranked)
     assert ranks == {"similarity": 2}
-    assert between == pytest.approx(0.45 / (k + 2) / best)
+    assert between == pytest.approx(FUSION_WEIGHTS["similarity"] / (k + 2) / best)
     assert rank_fusion({}, ranked) == (0.0, {})
 
 
