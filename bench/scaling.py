@@ -16,9 +16,10 @@ three configurations of the same database file:
 * ``no indexes``: extensions off; brute-force cosine over the cached matrix, BM25 keyword scan
   (what every store below ``index_threshold`` = 50 engrams uses);
 * ``indexes (default)``: the HNSW and FTS indexes built by ``ensure_indexes`` (as consolidation
-  and the store's lazy index check do past 50 engrams); full text answers from the FTS index,
-  vectors still from the exact cache (``exact_search_limit`` is 20k);
-* ``indexes, HNSW forced``: the same with ``exact_search_limit=0``, so vectors come from HNSW.
+  and the store's lazy index check do past 50 engrams); below ``exact_search_limit`` (20k)
+  vectors and full text still answer from the exact cache and the in-memory BM25;
+* ``indexes, HNSW forced``: the same with ``exact_search_limit=0``, so vectors come from HNSW
+  and full text from Kuzu's FTS index.
 
 The baseline is numpy brute force in the same process: embed + append a row to store,
 embed + one matrix product + argpartition to search. Ratios are Smriti / baseline (means).
