@@ -5,6 +5,14 @@ through one abstraction, ``run(query, params) -> list[dict]``. A backend module 
 it and supplies only what differs: the connection, the vector literal (FalkorDB's
 ``vecf32($v)``), and the vector / full-text index DDL and query procedures.
 
+The implementation is split over four modules, composed as mixins of :class:`CypherGraphStore`:
+
+* :mod:`smriti.stores.cypher` (this module): backend hooks, helpers, metadata and engrams.
+* :mod:`smriti.stores.cypher_graph`: cues, co-occurrence, relations and associations, one at a time.
+* :mod:`smriti.stores.cypher_batch`: the batch writes (``link_cues``, ``add_cooccurrences``,
+  ``add_relations``, ``associate_many``), a fixed number of queries for any batch size.
+* :mod:`smriti.stores.cypher_search`: rows, search, index management, stats and export.
+
 Decisions that hold on every Cypher backend:
 
 * Every node (Engram, Cue, Meta) carries a ``user`` property and every MATCH filters by
@@ -33,26 +41,17 @@ from smriti.stores.base import (
     MEMORY_TYPES,
     NO_CLUSTER,
     UPDATABLE_FIELDS,
-    Association,
     Capabilities,
-    Cue,
-    CueHit,
     EmbeddingMismatchError,
     Engram,
     EngramState,
-    Relation,
-    merge_associations,
-    merge_cooccurrences,
-    new_id,
-    normalise_cue_name,
     validate_user_name,
 )
+from smriti.stores.cypher_batch import CypherBatchWriteMixin
+from smriti.stores.cypher_graph import CypherCueGraphMixin
 from smriti.stores.cypher_search import (
-    CUE_COLUMNS,
     ENGRAM_COLUMNS,
     CypherSearchMixin,
-    association_from_row,
-    cue_from_row,
     engram_from_row,
     floats,
     from_stored_time,
@@ -62,26 +61,10 @@ from smriti.stores.cypher_search import (
 
 log = logging.getLogger(__name__)
 
-# Both cues of a CoOccurs/RelatesTo edge, created as keyword cues when missing.
-_MERGE_CUES = (
-    "MERGE (a:Cue {user: $user, name: $a}) ON CREATE SET a.id = $id_a, a.cue_type = 'keyword' "
-    "MERGE (b:Cue {user: $user, name: $b}) ON CREATE SET b.id = $id_b, b.cue_type = 'keyword'"
-)
 _TIME_FIELDS = frozenset({"created_at", "last_accessed_at"})
-_ASSOCIATION_COLUMNS = (
-    "a.id AS source_id, b.id AS target_id, r.strength AS strength, "
-    "r.relation_type AS relation_type, r.created_at AS created_at"
-)
 
 
-def _cue_name(name: str) -> str:
-    normalised = normalise_cue_name(name)
-    if not normalised:
-        raise ValueError("a cue name cannot be empty")
-    return normalised
-
-
-class CypherGraphStore(CypherSearchMixin):
+class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchMixin):
     """GraphStore over any openCypher database reachable through :meth:`run`.
 
     Subclasses implement :meth:`run`, :meth:`close` and the ``_index_*`` hooks and may
@@ -94,7 +77,10 @@ class CypherGraphStore(CypherSearchMixin):
         isolation: the isolation mode ("tenant", "graph" or "database").
         location: where the data lives, for stats and logs (never with a password).
 
-    Search, index management, stats and export live in :class:`CypherSearchMixin`.
+    This class holds the backend hooks, metadata and engrams. Cues, co-occurrences, relations
+    and associations live in :class:`~smriti.stores.cypher_graph.CypherCueGraphMixin`, their
+    batch writes in :class:`~smriti.stores.cypher_batch.CypherBatchWriteMixin`, and search,
+    index management, stats and export in :class:`CypherSearchMixin`.
     """
 
     backend = "cypher"
@@ -269,304 +255,6 @@ class CypherGraphStore(CypherSearchMixin):
 
     def count_engrams(self) -> int:
         return int(self._q("MATCH (e:Engram {user: $user}) RETURN count(e) AS n")[0]["n"])
-
-    # -- cues ---------------------------------------------------------------------------------
-    def upsert_cue(self, cue: Cue) -> Cue:
-        """Insert by normalised name, or return the stored cue of that name unchanged.
-
-        Raises:
-            ValueError: the name is empty once normalised.
-        """
-        rows = self._q(
-            "MERGE (c:Cue {user: $user, name: $name}) ON CREATE SET c.id = $id, c.cue_type = $cue_type, "
-            f"c.embedding = {self.vector_literal('embedding')} "
-            f"RETURN {CUE_COLUMNS}",
-            name=_cue_name(cue.name),
-            id=cue.id,
-            cue_type=cue.cue_type,
-            embedding=self._check_embedding(cue.embedding),
-        )
-        return cue_from_row(rows[0])
-
-    def link_cue(self, engram_id: str, cue_id: str) -> None:
-        rows = self._q(
-            "MATCH (e:Engram {user: $user, id: $engram_id}), (c:Cue {user: $user, id: $cue_id}) "
-            "MERGE (e)-[:EncodedBy]->(c) RETURN count(*) AS n",
-            engram_id=engram_id,
-            cue_id=cue_id,
-        )
-        if not rows or not rows[0]["n"]:
-            log.debug("link_cue: engram %s or cue %s does not exist for this user", engram_id, cue_id)
-
-    def _merge_cues(self, cues: Mapping[str, tuple[str, str]]) -> None:
-        """MERGE cues without embeddings by name, name -> (id, cue_type) used when created."""
-        if cues:
-            self._q(
-                "UNWIND $rows AS row MERGE (c:Cue {user: $user, name: row.name}) "
-                "ON CREATE SET c.id = row.id, c.cue_type = row.cue_type",
-                rows=[{"name": n, "id": id_, "cue_type": t} for n, (id_, t) in cues.items()],
-            )
-
-    def link_cues(self, engram_id: str, cues: Sequence[Cue]) -> list[Cue]:
-        """Upsert the cues and MERGE their EncodedBy edges: two queries for any number of cues.
-
-        Raises:
-            ValueError: an empty cue name. EmbeddingMismatchError: a cue embedding of another size.
-        """
-        wanted: dict[str, Cue] = {}
-        for cue in cues:
-            name = _cue_name(cue.name)
-            if name not in wanted:
-                self._check_embedding(cue.embedding)
-                wanted[name] = cue
-        if not wanted:
-            return []
-        for cue in wanted.values():
-            if cue.embedding is not None:  # rare: keep the vector expression of upsert_cue
-                self.upsert_cue(cue)
-        self._merge_cues({n: (c.id, c.cue_type) for n, c in wanted.items() if c.embedding is None})
-        rows = self._q(
-            "UNWIND $names AS name MATCH (c:Cue {user: $user, name: name}) "
-            "OPTIONAL MATCH (e:Engram {user: $user, id: $engram_id}) "
-            "FOREACH (x IN CASE WHEN e IS NULL THEN [] ELSE [1] END | MERGE (e)-[:EncodedBy]->(c)) "
-            f"RETURN {CUE_COLUMNS}",
-            names=list(wanted),
-            engram_id=engram_id,
-        )
-        stored = {row["name"]: cue_from_row(row) for row in rows}
-        return [stored[name] for name in wanted if name in stored]
-
-    def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
-        found: dict[str, list[Cue]] = {engram_id: [] for engram_id in engram_ids}
-        if not engram_ids:
-            return found
-        rows = self._q(
-            "MATCH (e:Engram {user: $user})-[:EncodedBy]->(c:Cue {user: $user}) WHERE e.id IN $ids "
-            f"RETURN e.id AS engram_id, {CUE_COLUMNS} ORDER BY engram_id, name",
-            ids=list(engram_ids),
-        )
-        for row in rows:
-            found[row["engram_id"]].append(cue_from_row(row))
-        return found
-
-    def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
-        names = list(dict.fromkeys(normalise_cue_name(n) for n in cue_names))
-        if not names or limit <= 0:
-            return []
-        rows = self._q(
-            "MATCH (c:Cue {user: $user})<-[:EncodedBy]-(e:Engram {user: $user}) WHERE c.name IN $names "
-            "WITH e.id AS id, collect(c.name) AS cues "
-            "RETURN id, cues ORDER BY size(cues) DESC, id ASC LIMIT $limit",
-            names=names,
-            limit=int(limit),
-        )
-        order = {name: i for i, name in enumerate(names)}
-        return [CueHit(engram_id=r["id"], cues=tuple(sorted(r["cues"], key=order.__getitem__))) for r in rows]
-
-    def cue_engram_counts(self, cue_names: Sequence[str]) -> dict[str, int]:
-        asked = {name: normalise_cue_name(name) for name in cue_names}
-        if not asked:
-            return {}
-        rows = self._q(
-            "MATCH (c:Cue {user: $user}) WHERE c.name IN $names "
-            "OPTIONAL MATCH (c)<-[:EncodedBy]-(e:Engram {user: $user}) RETURN c.name AS name, count(e) AS n",
-            names=sorted(set(asked.values())),
-        )
-        counts = {row["name"]: int(row["n"]) for row in rows}
-        return {name: counts[norm] for name, norm in asked.items() if norm in counts}
-
-    def add_cooccurrence(self, cue_a: str, cue_b: str, delta: float = 1.0, replace: bool = False) -> None:
-        """Co-occurrence is symmetric: an edge in either direction is the one strengthened.
-
-        Missing cues are created as ``keyword`` cues; a cue with itself is ignored.
-        """
-        a, b = _cue_name(cue_a), _cue_name(cue_b)
-        if a == b:
-            return
-        self._q(
-            f"{_MERGE_CUES} WITH a, b OPTIONAL MATCH (a)-[r:CoOccurs]-(b) WITH a, b, collect(r) AS edges "
-            "FOREACH (e IN edges | SET e.strength = "
-            "CASE WHEN $replace THEN $delta ELSE e.strength + $delta END) "
-            "FOREACH (missing IN CASE WHEN size(edges) = 0 THEN [1] ELSE [] END | "
-            "CREATE (a)-[:CoOccurs {strength: $delta}]->(b))",
-            a=a,
-            b=b,
-            id_a=new_id(),
-            id_b=new_id(),
-            delta=float(delta),
-            replace=bool(replace),
-        )
-
-    def add_relation(self, relation: Relation) -> None:
-        """Idempotent per (source, relation, target, engram_id); missing cues are created.
-
-        Raises:
-            ValueError: the relation name or a cue name is empty.
-        """
-        name = relation.relation.strip()
-        if not name:
-            raise ValueError("a relation needs a name")
-        self._q(
-            f"{_MERGE_CUES} MERGE (a)-[r:RelatesTo {{relation: $relation, engram_id: $engram_id}}]->(b) "
-            "ON CREATE SET r.created_at = $created_at",
-            a=_cue_name(relation.source),
-            b=_cue_name(relation.target),
-            id_a=new_id(),
-            id_b=new_id(),
-            relation=name,
-            engram_id=relation.engram_id,
-            created_at=to_stored_time(relation.created_at),
-        )
-
-    def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
-        """Batch of :meth:`add_cooccurrence` (additive): two queries for any number of pairs."""
-        merged = merge_cooccurrences(pairs)
-        if not merged:
-            return
-        self._merge_cues({name: (new_id(), "keyword") for pair in merged for name in pair})
-        self._q(
-            "UNWIND $rows AS row "
-            "MATCH (a:Cue {user: $user, name: row.a}), (b:Cue {user: $user, name: row.b}) "
-            "OPTIONAL MATCH (a)-[r:CoOccurs]-(b) WITH a, b, row, collect(r) AS edges "
-            "FOREACH (e IN edges | SET e.strength = e.strength + row.w) "
-            "FOREACH (missing IN CASE WHEN size(edges) = 0 THEN [1] ELSE [] END | "
-            "CREATE (a)-[:CoOccurs {strength: row.w}]->(b))",
-            rows=[{"a": a, "b": b, "w": w} for (a, b), w in merged.items()],
-        )
-
-    def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
-        """Batch of :meth:`add_relation`; cues it creates get ``cue_type``. Two queries.
-
-        Raises:
-            ValueError: a relation without a name or with an empty cue name (nothing is written).
-        """
-        rows: dict[tuple[str, str, str, str], dict[str, Any]] = {}
-        for relation in relations:
-            name = relation.relation.strip()
-            if not name:
-                raise ValueError("a relation needs a name")
-            a, b = _cue_name(relation.source), _cue_name(relation.target)
-            rows.setdefault(
-                (a, name, b, relation.engram_id),
-                {
-                    "a": a,
-                    "b": b,
-                    "relation": name,
-                    "engram_id": relation.engram_id,
-                    "created_at": to_stored_time(relation.created_at),
-                },
-            )
-        if not rows:
-            return
-        self._merge_cues({n: (new_id(), cue_type) for row in rows.values() for n in (row["a"], row["b"])})
-        self._q(
-            "UNWIND $rows AS row "
-            "MATCH (a:Cue {user: $user, name: row.a}), (b:Cue {user: $user, name: row.b}) "
-            "MERGE (a)-[r:RelatesTo {relation: row.relation, engram_id: row.engram_id}]->(b) "
-            "ON CREATE SET r.created_at = row.created_at",
-            rows=list(rows.values()),
-        )
-
-    def _relations(self, where: str, order: str, **params: Any) -> list[Relation]:
-        rows = self._q(
-            f"MATCH (a:Cue {{user: $user}})-[r:RelatesTo]->(b:Cue {{user: $user}}) {where} "
-            "RETURN a.name AS source, r.relation AS relation, b.name AS target, "
-            f"r.engram_id AS engram_id, r.created_at AS created_at ORDER BY {order}",
-            **params,
-        )
-        return [
-            Relation(
-                source=r["source"],
-                relation=r["relation"],
-                target=r["target"],
-                engram_id=r["engram_id"] or "",
-                created_at=from_stored_time(r["created_at"]),
-            )
-            for r in rows
-        ]
-
-    def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
-        if not engram_ids:
-            return []
-        return self._relations(
-            "WHERE r.engram_id IN $ids", "created_at, source, relation, target", ids=list(engram_ids)
-        )
-
-    def delete_orphan_cues(self) -> int:
-        rows = self._q(
-            "MATCH (c:Cue {user: $user}) OPTIONAL MATCH (c)<-[:EncodedBy]-(e:Engram) "
-            "WITH c, count(e) AS n WHERE n = 0 WITH c, c.id AS id DETACH DELETE c RETURN count(id) AS n"
-        )
-        return int(rows[0]["n"]) if rows else 0
-
-    # -- associations -------------------------------------------------------------------------
-    def associate(self, association: Association) -> None:
-        """Association is symmetric: an edge in either direction keeps the larger strength.
-
-        A self-association or a missing engram is ignored.
-        """
-        if association.source_id == association.target_id:
-            return
-        self._q(
-            "MATCH (a:Engram {user: $user, id: $source}), (b:Engram {user: $user, id: $target}) "
-            "OPTIONAL MATCH (a)-[r:AssociatedWith]-(b) WITH a, b, collect(r) AS edges "
-            "FOREACH (e IN edges | SET e.strength = CASE WHEN $strength > e.strength THEN $strength "
-            "ELSE e.strength END) "
-            "FOREACH (missing IN CASE WHEN size(edges) = 0 THEN [1] ELSE [] END | "
-            "CREATE (a)-[:AssociatedWith {strength: $strength, relation_type: $relation_type, "
-            "created_at: $created_at}]->(b))",
-            source=association.source_id,
-            target=association.target_id,
-            strength=float(association.strength),
-            relation_type=association.relation_type,
-            created_at=to_stored_time(association.created_at),
-        )
-
-    def associate_many(self, associations: Sequence[Association]) -> None:
-        """Batch of :meth:`associate`: one query for any number of associations."""
-        merged = merge_associations(associations)
-        if not merged:
-            return
-        self._q(
-            "UNWIND $rows AS row "
-            "MATCH (a:Engram {user: $user, id: row.source}), (b:Engram {user: $user, id: row.target}) "
-            "OPTIONAL MATCH (a)-[r:AssociatedWith]-(b) WITH a, b, row, collect(r) AS edges "
-            "FOREACH (e IN edges | SET e.strength = CASE WHEN row.strength > e.strength THEN row.strength "
-            "ELSE e.strength END) "
-            "FOREACH (missing IN CASE WHEN size(edges) = 0 THEN [1] ELSE [] END | "
-            "CREATE (a)-[:AssociatedWith {strength: row.strength, relation_type: row.relation_type, "
-            "created_at: row.created_at}]->(b))",
-            rows=[
-                {
-                    "source": a.source_id,
-                    "target": a.target_id,
-                    "strength": float(a.strength),
-                    "relation_type": a.relation_type,
-                    "created_at": to_stored_time(a.created_at),
-                }
-                for a in merged
-            ],
-        )
-
-    def neighbours(self, engram_ids: Sequence[str]) -> list[Association]:
-        if not engram_ids:
-            return []
-        # Two directed matches joined by UNION (which also removes duplicates) so each side
-        # can use the (user, id) index instead of scanning every edge of the user.
-        match = "MATCH (a:Engram {user: $user})-[r:AssociatedWith]->(b:Engram {user: $user})"
-        rows = self._q(
-            f"{match} WHERE a.id IN $ids RETURN {_ASSOCIATION_COLUMNS} "
-            f"UNION {match} WHERE b.id IN $ids RETURN {_ASSOCIATION_COLUMNS}",
-            ids=list(engram_ids),
-        )
-        return sorted((association_from_row(r) for r in rows), key=lambda a: (a.source_id, a.target_id))
-
-    def all_associations(self) -> list[Association]:
-        rows = self._q(
-            "MATCH (a:Engram {user: $user})-[r:AssociatedWith]->(b:Engram {user: $user}) "
-            f"RETURN {_ASSOCIATION_COLUMNS} ORDER BY source_id, target_id"
-        )
-        return [association_from_row(r) for r in rows]
 
 
 __all__ = ["CypherGraphStore", "from_stored_time", "to_stored_time"]

@@ -37,6 +37,7 @@ from smriti.stores.base import (
     StoreError,
     StoreStats,
 )
+from smriti.stores.kuzu_batch import BatchWriteMixin
 from smriti.stores.kuzu_graph import CueGraphMixin, CueInfo
 from smriti.stores.kuzu_schema import (
     BACKENDS,
@@ -79,7 +80,7 @@ def _open(settings: Settings, user: str, backend: str, options: dict[str, Any]) 
     return KuzuStore(path, user=user, dims=settings.embedding_dims, module=module, backend=backend, **options)
 
 
-class KuzuStore(CueGraphMixin, IndexedSearchMixin):
+class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
     """A :class:`~smriti.stores.base.GraphStore` on an embedded Kuzu or LadybugDB file.
 
     Args:

@@ -1,0 +1,149 @@
+"""Batch writes of the openCypher stores: a mixin of :class:`~smriti.stores.cypher.CypherGraphStore`.
+
+Split from the store to keep modules short; each method is the batch form of a one-at-a-time
+write of :mod:`smriti.stores.cypher_graph` with the same semantics, sent as one or two
+``UNWIND`` queries whatever the batch size (a new cue with an embedding, which is rare, still
+goes through ``upsert_cue``). The store pipeline writes the cues and edges of a memory this
+way. Pairs and associations are merged first
+(:func:`~smriti.stores.base.merge_cooccurrences`, :func:`~smriti.stores.base.merge_associations`),
+so a batch naming one pair twice or both ways round writes one edge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from smriti.stores.base import (
+    Association,
+    Cue,
+    Relation,
+    merge_associations,
+    merge_cooccurrences,
+    new_id,
+)
+from smriti.stores.cypher_graph import checked_cue_name
+from smriti.stores.cypher_search import CUE_COLUMNS, cue_from_row, to_stored_time
+
+
+class CypherBatchWriteMixin:
+    """``link_cues``, ``add_cooccurrences``, ``add_relations`` and ``associate_many``."""
+
+    if TYPE_CHECKING:  # provided by CypherGraphStore and CypherCueGraphMixin
+
+        def _q(self, query: str, **params: Any) -> list[dict[str, Any]]: ...
+        def _check_embedding(self, embedding: Sequence[float] | None) -> list[float] | None: ...
+        def upsert_cue(self, cue: Cue) -> Cue: ...
+
+    def _merge_cues(self, cues: Mapping[str, tuple[str, str]]) -> None:
+        """MERGE cues without embeddings by name, name -> (id, cue_type) used when created."""
+        if cues:
+            self._q(
+                "UNWIND $rows AS row MERGE (c:Cue {user: $user, name: row.name}) "
+                "ON CREATE SET c.id = row.id, c.cue_type = row.cue_type",
+                rows=[{"name": n, "id": id_, "cue_type": t} for n, (id_, t) in cues.items()],
+            )
+
+    def link_cues(self, engram_id: str, cues: Sequence[Cue]) -> list[Cue]:
+        """Upsert the cues and MERGE their EncodedBy edges: two queries for any number of cues.
+
+        Raises:
+            ValueError: an empty cue name. EmbeddingMismatchError: a cue embedding of another size.
+        """
+        wanted: dict[str, Cue] = {}
+        for cue in cues:
+            name = checked_cue_name(cue.name)
+            if name not in wanted:
+                self._check_embedding(cue.embedding)
+                wanted[name] = cue
+        if not wanted:
+            return []
+        for cue in wanted.values():
+            if cue.embedding is not None:  # rare: keep the vector expression of upsert_cue
+                self.upsert_cue(cue)
+        self._merge_cues({n: (c.id, c.cue_type) for n, c in wanted.items() if c.embedding is None})
+        rows = self._q(
+            "UNWIND $names AS name MATCH (c:Cue {user: $user, name: name}) "
+            "OPTIONAL MATCH (e:Engram {user: $user, id: $engram_id}) "
+            "FOREACH (x IN CASE WHEN e IS NULL THEN [] ELSE [1] END | MERGE (e)-[:EncodedBy]->(c)) "
+            f"RETURN {CUE_COLUMNS}",
+            names=list(wanted),
+            engram_id=engram_id,
+        )
+        stored = {row["name"]: cue_from_row(row) for row in rows}
+        return [stored[name] for name in wanted if name in stored]
+
+    def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
+        """Batch of :meth:`add_cooccurrence` (additive): two queries for any number of pairs."""
+        merged = merge_cooccurrences(pairs)
+        if not merged:
+            return
+        self._merge_cues({name: (new_id(), "keyword") for pair in merged for name in pair})
+        self._q(
+            "UNWIND $rows AS row "
+            "MATCH (a:Cue {user: $user, name: row.a}), (b:Cue {user: $user, name: row.b}) "
+            "OPTIONAL MATCH (a)-[r:CoOccurs]-(b) WITH a, b, row, collect(r) AS edges "
+            "FOREACH (e IN edges | SET e.strength = e.strength + row.w) "
+            "FOREACH (missing IN CASE WHEN size(edges) = 0 THEN [1] ELSE [] END | "
+            "CREATE (a)-[:CoOccurs {strength: row.w}]->(b))",
+            rows=[{"a": a, "b": b, "w": w} for (a, b), w in merged.items()],
+        )
+
+    def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
+        """Batch of :meth:`add_relation`; cues it creates get ``cue_type``. Two queries.
+
+        Raises:
+            ValueError: a relation without a name or with an empty cue name (nothing is written).
+        """
+        rows: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        for relation in relations:
+            name = relation.relation.strip()
+            if not name:
+                raise ValueError("a relation needs a name")
+            a, b = checked_cue_name(relation.source), checked_cue_name(relation.target)
+            rows.setdefault(
+                (a, name, b, relation.engram_id),
+                {
+                    "a": a,
+                    "b": b,
+                    "relation": name,
+                    "engram_id": relation.engram_id,
+                    "created_at": to_stored_time(relation.created_at),
+                },
+            )
+        if not rows:
+            return
+        self._merge_cues({n: (new_id(), cue_type) for row in rows.values() for n in (row["a"], row["b"])})
+        self._q(
+            "UNWIND $rows AS row "
+            "MATCH (a:Cue {user: $user, name: row.a}), (b:Cue {user: $user, name: row.b}) "
+            "MERGE (a)-[r:RelatesTo {relation: row.relation, engram_id: row.engram_id}]->(b) "
+            "ON CREATE SET r.created_at = row.created_at",
+            rows=list(rows.values()),
+        )
+
+    def associate_many(self, associations: Sequence[Association]) -> None:
+        """Batch of :meth:`associate`: one query for any number of associations."""
+        merged = merge_associations(associations)
+        if not merged:
+            return
+        self._q(
+            "UNWIND $rows AS row "
+            "MATCH (a:Engram {user: $user, id: row.source}), (b:Engram {user: $user, id: row.target}) "
+            "OPTIONAL MATCH (a)-[r:AssociatedWith]-(b) WITH a, b, row, collect(r) AS edges "
+            "FOREACH (e IN edges | SET e.strength = CASE WHEN row.strength > e.strength THEN row.strength "
+            "ELSE e.strength END) "
+            "FOREACH (missing IN CASE WHEN size(edges) = 0 THEN [1] ELSE [] END | "
+            "CREATE (a)-[:AssociatedWith {strength: row.strength, relation_type: row.relation_type, "
+            "created_at: row.created_at}]->(b))",
+            rows=[
+                {
+                    "source": a.source_id,
+                    "target": a.target_id,
+                    "strength": float(a.strength),
+                    "relation_type": a.relation_type,
+                    "created_at": to_stored_time(a.created_at),
+                }
+                for a in merged
+            ],
+        )

@@ -1,0 +1,246 @@
+"""Cues, co-occurrences, relations and associations of the openCypher stores.
+
+A mixin of :class:`~smriti.stores.cypher.CypherGraphStore`, split from it to keep modules
+short; it uses the store's ``_q``, ``_check_embedding`` and ``vector_literal``. These are the
+one-at-a-time writes and the reads; their batch forms live in :mod:`smriti.stores.cypher_batch`.
+
+Every node is matched with ``$user`` and cue names are unique per (user, name), so a cue name
+two users share never bridges them. CoOccurs and AssociatedWith are symmetric (an edge either
+way is the one updated), self-edges are ignored, and edges named by cue name create missing
+``keyword`` cues.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from smriti.stores.base import Association, Cue, CueHit, Relation, new_id, normalise_cue_name
+from smriti.stores.cypher_search import (
+    CUE_COLUMNS,
+    association_from_row,
+    cue_from_row,
+    from_stored_time,
+    to_stored_time,
+)
+
+log = logging.getLogger(__name__)
+
+# Both cues of a CoOccurs/RelatesTo edge, created as keyword cues when missing.
+_MERGE_CUES = (
+    "MERGE (a:Cue {user: $user, name: $a}) ON CREATE SET a.id = $id_a, a.cue_type = 'keyword' "
+    "MERGE (b:Cue {user: $user, name: $b}) ON CREATE SET b.id = $id_b, b.cue_type = 'keyword'"
+)
+_ASSOCIATION_COLUMNS = (
+    "a.id AS source_id, b.id AS target_id, r.strength AS strength, "
+    "r.relation_type AS relation_type, r.created_at AS created_at"
+)
+
+
+def checked_cue_name(name: str) -> str:
+    """The normalised cue name.
+
+    Raises:
+        ValueError: the name is empty once normalised.
+    """
+    normalised = normalise_cue_name(name)
+    if not normalised:
+        raise ValueError("a cue name cannot be empty")
+    return normalised
+
+
+class CypherCueGraphMixin:
+    """Cue, co-occurrence, relation and association methods of the GraphStore protocol."""
+
+    if TYPE_CHECKING:  # provided by CypherGraphStore
+        user: str
+
+        def _q(self, query: str, **params: Any) -> list[dict[str, Any]]: ...
+        def _check_embedding(self, embedding: Sequence[float] | None) -> list[float] | None: ...
+        def vector_literal(self, param: str) -> str: ...
+
+    # -- cues ---------------------------------------------------------------------------------
+    def upsert_cue(self, cue: Cue) -> Cue:
+        """Insert by normalised name, or return the stored cue of that name unchanged.
+
+        Raises:
+            ValueError: the name is empty once normalised.
+        """
+        rows = self._q(
+            "MERGE (c:Cue {user: $user, name: $name}) ON CREATE SET c.id = $id, c.cue_type = $cue_type, "
+            f"c.embedding = {self.vector_literal('embedding')} "
+            f"RETURN {CUE_COLUMNS}",
+            name=checked_cue_name(cue.name),
+            id=cue.id,
+            cue_type=cue.cue_type,
+            embedding=self._check_embedding(cue.embedding),
+        )
+        return cue_from_row(rows[0])
+
+    def link_cue(self, engram_id: str, cue_id: str) -> None:
+        rows = self._q(
+            "MATCH (e:Engram {user: $user, id: $engram_id}), (c:Cue {user: $user, id: $cue_id}) "
+            "MERGE (e)-[:EncodedBy]->(c) RETURN count(*) AS n",
+            engram_id=engram_id,
+            cue_id=cue_id,
+        )
+        if not rows or not rows[0]["n"]:
+            log.debug("link_cue: engram %s or cue %s does not exist for this user", engram_id, cue_id)
+
+    def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
+        found: dict[str, list[Cue]] = {engram_id: [] for engram_id in engram_ids}
+        if not engram_ids:
+            return found
+        rows = self._q(
+            "MATCH (e:Engram {user: $user})-[:EncodedBy]->(c:Cue {user: $user}) WHERE e.id IN $ids "
+            f"RETURN e.id AS engram_id, {CUE_COLUMNS} ORDER BY engram_id, name",
+            ids=list(engram_ids),
+        )
+        for row in rows:
+            found[row["engram_id"]].append(cue_from_row(row))
+        return found
+
+    def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
+        names = list(dict.fromkeys(normalise_cue_name(n) for n in cue_names))
+        if not names or limit <= 0:
+            return []
+        rows = self._q(
+            "MATCH (c:Cue {user: $user})<-[:EncodedBy]-(e:Engram {user: $user}) WHERE c.name IN $names "
+            "WITH e.id AS id, collect(c.name) AS cues "
+            "RETURN id, cues ORDER BY size(cues) DESC, id ASC LIMIT $limit",
+            names=names,
+            limit=int(limit),
+        )
+        order = {name: i for i, name in enumerate(names)}
+        return [CueHit(engram_id=r["id"], cues=tuple(sorted(r["cues"], key=order.__getitem__))) for r in rows]
+
+    def cue_engram_counts(self, cue_names: Sequence[str]) -> dict[str, int]:
+        asked = {name: normalise_cue_name(name) for name in cue_names}
+        if not asked:
+            return {}
+        rows = self._q(
+            "MATCH (c:Cue {user: $user}) WHERE c.name IN $names "
+            "OPTIONAL MATCH (c)<-[:EncodedBy]-(e:Engram {user: $user}) RETURN c.name AS name, count(e) AS n",
+            names=sorted(set(asked.values())),
+        )
+        counts = {row["name"]: int(row["n"]) for row in rows}
+        return {name: counts[norm] for name, norm in asked.items() if norm in counts}
+
+    def add_cooccurrence(self, cue_a: str, cue_b: str, delta: float = 1.0, replace: bool = False) -> None:
+        """Co-occurrence is symmetric: an edge in either direction is the one strengthened.
+
+        Missing cues are created as ``keyword`` cues; a cue with itself is ignored.
+        """
+        a, b = checked_cue_name(cue_a), checked_cue_name(cue_b)
+        if a == b:
+            return
+        self._q(
+            f"{_MERGE_CUES} WITH a, b OPTIONAL MATCH (a)-[r:CoOccurs]-(b) WITH a, b, collect(r) AS edges "
+            "FOREACH (e IN edges | SET e.strength = "
+            "CASE WHEN $replace THEN $delta ELSE e.strength + $delta END) "
+            "FOREACH (missing IN CASE WHEN size(edges) = 0 THEN [1] ELSE [] END | "
+            "CREATE (a)-[:CoOccurs {strength: $delta}]->(b))",
+            a=a,
+            b=b,
+            id_a=new_id(),
+            id_b=new_id(),
+            delta=float(delta),
+            replace=bool(replace),
+        )
+
+    def add_relation(self, relation: Relation) -> None:
+        """Idempotent per (source, relation, target, engram_id); missing cues are created.
+
+        Raises:
+            ValueError: the relation name or a cue name is empty.
+        """
+        name = relation.relation.strip()
+        if not name:
+            raise ValueError("a relation needs a name")
+        self._q(
+            f"{_MERGE_CUES} MERGE (a)-[r:RelatesTo {{relation: $relation, engram_id: $engram_id}}]->(b) "
+            "ON CREATE SET r.created_at = $created_at",
+            a=checked_cue_name(relation.source),
+            b=checked_cue_name(relation.target),
+            id_a=new_id(),
+            id_b=new_id(),
+            relation=name,
+            engram_id=relation.engram_id,
+            created_at=to_stored_time(relation.created_at),
+        )
+
+    def _relations(self, where: str, order: str, **params: Any) -> list[Relation]:
+        rows = self._q(
+            f"MATCH (a:Cue {{user: $user}})-[r:RelatesTo]->(b:Cue {{user: $user}}) {where} "
+            "RETURN a.name AS source, r.relation AS relation, b.name AS target, "
+            f"r.engram_id AS engram_id, r.created_at AS created_at ORDER BY {order}",
+            **params,
+        )
+        return [
+            Relation(
+                source=r["source"],
+                relation=r["relation"],
+                target=r["target"],
+                engram_id=r["engram_id"] or "",
+                created_at=from_stored_time(r["created_at"]),
+            )
+            for r in rows
+        ]
+
+    def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
+        if not engram_ids:
+            return []
+        return self._relations(
+            "WHERE r.engram_id IN $ids", "created_at, source, relation, target", ids=list(engram_ids)
+        )
+
+    def delete_orphan_cues(self) -> int:
+        rows = self._q(
+            "MATCH (c:Cue {user: $user}) OPTIONAL MATCH (c)<-[:EncodedBy]-(e:Engram) "
+            "WITH c, count(e) AS n WHERE n = 0 WITH c, c.id AS id DETACH DELETE c RETURN count(id) AS n"
+        )
+        return int(rows[0]["n"]) if rows else 0
+
+    # -- associations -------------------------------------------------------------------------
+    def associate(self, association: Association) -> None:
+        """Association is symmetric: an edge in either direction keeps the larger strength.
+
+        A self-association or a missing engram is ignored.
+        """
+        if association.source_id == association.target_id:
+            return
+        self._q(
+            "MATCH (a:Engram {user: $user, id: $source}), (b:Engram {user: $user, id: $target}) "
+            "OPTIONAL MATCH (a)-[r:AssociatedWith]-(b) WITH a, b, collect(r) AS edges "
+            "FOREACH (e IN edges | SET e.strength = CASE WHEN $strength > e.strength THEN $strength "
+            "ELSE e.strength END) "
+            "FOREACH (missing IN CASE WHEN size(edges) = 0 THEN [1] ELSE [] END | "
+            "CREATE (a)-[:AssociatedWith {strength: $strength, relation_type: $relation_type, "
+            "created_at: $created_at}]->(b))",
+            source=association.source_id,
+            target=association.target_id,
+            strength=float(association.strength),
+            relation_type=association.relation_type,
+            created_at=to_stored_time(association.created_at),
+        )
+
+    def neighbours(self, engram_ids: Sequence[str]) -> list[Association]:
+        if not engram_ids:
+            return []
+        # Two directed matches joined by UNION (which also removes duplicates) so each side
+        # can use the (user, id) index instead of scanning every edge of the user.
+        match = "MATCH (a:Engram {user: $user})-[r:AssociatedWith]->(b:Engram {user: $user})"
+        rows = self._q(
+            f"{match} WHERE a.id IN $ids RETURN {_ASSOCIATION_COLUMNS} "
+            f"UNION {match} WHERE b.id IN $ids RETURN {_ASSOCIATION_COLUMNS}",
+            ids=list(engram_ids),
+        )
+        return sorted((association_from_row(r) for r in rows), key=lambda a: (a.source_id, a.target_id))
+
+    def all_associations(self) -> list[Association]:
+        rows = self._q(
+            "MATCH (a:Engram {user: $user})-[r:AssociatedWith]->(b:Engram {user: $user}) "
+            f"RETURN {_ASSOCIATION_COLUMNS} ORDER BY source_id, target_id"
+        )
+        return [association_from_row(r) for r in rows]
