@@ -76,3 +76,16 @@ def assert_same_memory(before: dict[str, Any], after: dict[str, Any]) -> None:
 def leftovers(folder: Path) -> list[str]:
     """Temporary snapshot files a sync or restore must never leave behind."""
     return sorted(path.name for path in folder.glob(".backup-*"))
+
+
+def export_dies_half_way(store: Any, monkeypatch: Any, after: int) -> None:
+    """Make ``store.export_records`` raise OSError after ``after`` records (an interrupted sync)."""
+    real_export = store.export_records
+
+    def dies_half_way():
+        for number, record in enumerate(real_export()):
+            if number == after:
+                raise OSError("disk full")
+            yield record
+
+    monkeypatch.setattr(store, "export_records", dies_half_way)

@@ -13,7 +13,15 @@ from typer.testing import CliRunner
 
 from smriti.server_runtime import BackupDisabled, close_runtime, open_runtime
 from smriti.stores.backup import BackupError, RestoreRefused
-from tests.backup_helpers import FAST_RETRY, assert_same_memory, fill, leftovers, picture, with_settings
+from tests.backup_helpers import (
+    FAST_RETRY,
+    assert_same_memory,
+    export_dies_half_way,
+    fill,
+    leftovers,
+    picture,
+    with_settings,
+)
 
 
 def git(*args: str) -> str:
@@ -163,14 +171,7 @@ def test_interrupted_sync_keeps_the_store_and_the_last_good_backup(
     # 1. The export dies half way: nothing is committed or pushed, nothing half-written remains.
     runtime.memory.store("Bob prefers cursor pagination for the orders API.")
     real_export = store.export_records
-
-    def dies_half_way():
-        for number, record in enumerate(real_export()):
-            if number == 5:
-                raise OSError("disk full")
-            yield record
-
-    monkeypatch.setattr(store, "export_records", dies_half_way)
+    export_dies_half_way(store, monkeypatch, after=5)
     with pytest.raises(BackupError, match="disk full"):
         runtime.sync()
     monkeypatch.setattr(store, "export_records", real_export)

@@ -13,7 +13,15 @@ import requests
 
 from smriti.server_runtime import close_runtime, open_runtime
 from smriti.stores.backup import BackupError
-from tests.backup_helpers import FAST_RETRY, assert_same_memory, fill, leftovers, picture, with_settings
+from tests.backup_helpers import (
+    FAST_RETRY,
+    assert_same_memory,
+    export_dies_half_way,
+    fill,
+    leftovers,
+    picture,
+    with_settings,
+)
 
 
 def free_port() -> int:
@@ -161,14 +169,7 @@ def test_export_dying_half_way_leaves_the_last_good_backup(s3_settings, s3, runt
     good = runtime.sync()
     runtime.memory.store("Bob prefers cursor pagination for the orders API.")
     real_export = store.export_records
-
-    def dies_half_way():
-        for number, record in enumerate(real_export()):
-            if number == 4:
-                raise OSError("disk full")
-            yield record
-
-    monkeypatch.setattr(store, "export_records", dies_half_way)
+    export_dies_half_way(store, monkeypatch, after=4)
     with pytest.raises(BackupError, match="disk full"):
         runtime.sync()
     assert s3.head_object(Bucket=bucket, Key="alice/memory.jsonl")["ETag"].strip('"') == good["revision"]

@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from smriti.cli import app
+from tests.envs import offline_env
 
 MEMORIES = [
     "Alice prefers PostgreSQL with pgvector for retrieval augmented generation projects.",
@@ -17,16 +18,7 @@ MEMORIES = [
 
 
 def make_env(location) -> dict[str, str]:
-    return {
-        "STORAGE_LOCATION": str(location),
-        "ACCESSING_USER": "alice",
-        "EMBEDDING_DIMS": "64",
-        "LLM_PROVIDER": "heuristic",
-        "EMBEDDING_PROVIDER": "hashing",
-        "CONSOLIDATION_INTERVAL": "0",
-        "BACKUP_TYPE": "none",
-        "COLUMNS": "220",  # rich tables: keep ids on one line
-    }
+    return offline_env(location, COLUMNS="220")  # rich tables: keep ids on one line
 
 
 @pytest.fixture

@@ -17,6 +17,8 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from tests.envs import offline_env
+
 MEMORIES = [
     "Alice prefers PostgreSQL with pgvector for retrieval augmented generation projects.",
     "The deploy pipeline for project Atlas runs on GitHub Actions every night at 02:00 UTC.",
@@ -32,16 +34,7 @@ def server_command() -> list[str]:
 
 
 def server_env(tmp_path: Path) -> dict[str, str]:
-    return {
-        "STORAGE_LOCATION": str(tmp_path / "store"),
-        "ACCESSING_USER": "alice",
-        "EMBEDDING_DIMS": "64",
-        "LLM_PROVIDER": "heuristic",
-        "EMBEDDING_PROVIDER": "hashing",
-        "CONSOLIDATION_INTERVAL": "0",
-        "BACKUP_TYPE": "none",
-        "LOG_LEVEL": "INFO",
-    }
+    return offline_env(tmp_path / "store", LOG_LEVEL="INFO")
 
 
 def check_tool_schemas(tools) -> None:

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from smriti.cli import app
 from smriti.stores.records import LOCAL_META_KEYS
+from tests.envs import offline_env
 
 MEMORIES = [
     "Alice prefers PostgreSQL with pgvector for retrieval augmented generation projects.",
@@ -19,16 +20,7 @@ MEMORIES = [
 
 
 def _env(tmp_path, **extra: str) -> dict[str, str]:
-    return {
-        "STORAGE_LOCATION": str(tmp_path / "store"),
-        "ACCESSING_USER": "alice",
-        "EMBEDDING_DIMS": "64",
-        "LLM_PROVIDER": "heuristic",
-        "EMBEDDING_PROVIDER": "hashing",
-        "CONSOLIDATION_INTERVAL": "0",
-        "BACKUP_TYPE": "none",
-        **extra,
-    }
+    return offline_env(tmp_path / "store", **extra)
 
 
 def _run(env: dict[str, str], *args: str) -> str:
