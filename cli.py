@@ -234,10 +234,20 @@ def forget(ctx: typer.Context, memory_id: Annotated[str, typer.Argument(help="Id
 @app.command()
 def consolidate(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """Decay, prune, strengthen, clean orphan cues, recluster and manage indexes now."""
-    from smriti.cli_render import err
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    with _handled(), _runtime(ctx) as runtime, err().status("Consolidating memory…"):
-        report = runtime.consolidate()
+    from smriti.cli_render import err
+    from smriti.pipelines.consolidate import STEPS
+
+    columns = (TextColumn("consolidating: {task.description}"), BarColumn(), MofNCompleteColumn())
+    with _handled(), _runtime(ctx) as runtime, Progress(*columns, console=err(), transient=True) as bar:
+        task = bar.add_task(STEPS[0], total=len(STEPS))
+
+        def advance(step: str) -> None:
+            done = STEPS.index(step) + 1 if step in STEPS else 0
+            bar.update(task, completed=done, description=STEPS[done] if done < len(STEPS) else "done")
+
+        report = runtime.consolidate(on_step=advance)
     trace = report.pop("trace", [])
     if as_json:
         return print_json({**report, "trace": trace})

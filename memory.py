@@ -8,7 +8,7 @@ step-by-step inspection and for embedding as subgraphs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -85,11 +85,25 @@ class Memory:
             self.context.cache.pop("vector_matrix", None)
         return {"forgotten": memory_id.strip()}
 
-    def consolidate(self, now: datetime | None = None) -> dict[str, Any]:
-        """Decay, prune, strengthen, clean orphans, recluster and manage indexes; returns the report."""
+    def consolidate(
+        self, now: datetime | None = None, on_step: Callable[[str], None] | None = None
+    ) -> dict[str, Any]:
+        """Decay, prune, strengthen, clean orphans, recluster and manage indexes; returns the report.
+
+        ``on_step(name)`` is called as each step finishes (the CLI's progress bar).
+        """
         payload: dict[str, Any] = {} if now is None else {"now": now.isoformat()}
-        output = self.consolidate_graph.invoke(payload, context=self.context)
-        return {**output["report"], "trace": output["trace"]}
+        if on_step is None:
+            output = self.consolidate_graph.invoke(payload, context=self.context)
+            return {**output["report"], "trace": output["trace"]}
+        report: dict[str, Any] = {}
+        trace: list[dict[str, Any]] = []
+        for update in self.consolidate_graph.stream(payload, context=self.context, stream_mode="updates"):
+            for step, changes in update.items():
+                report.update((changes or {}).get("report", {}))
+                trace.extend((changes or {}).get("trace", []))
+                on_step(step)
+        return {**report, "trace": trace}
 
     # ------------------------------------------------------------------------- reads
     def recall(

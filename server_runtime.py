@@ -38,9 +38,9 @@ class Runtime:
     memory: Memory
     backup: Any | None = None
 
-    def consolidate(self) -> dict[str, Any]:
-        """Run consolidation now; returns the report (with its trace)."""
-        return self.memory.consolidate()
+    def consolidate(self, on_step: Any = None) -> dict[str, Any]:
+        """Run consolidation now; returns the report (with its trace). ``on_step(name)`` reports progress."""
+        return self.memory.consolidate(on_step=on_step)
 
     def sync(self) -> dict[str, Any]:
         """Push the user's memory to the backup now (skipped when unchanged since the last push).

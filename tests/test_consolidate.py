@@ -220,3 +220,19 @@ def test_step_by_step_run_stops_before_recluster_and_resumes(context) -> None:
 def test_interrupting_before_an_unknown_step_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown consolidate step"):
         build_consolidate_graph(interrupt_before=["cluster"])
+
+
+def test_progress_callback_sees_every_step_and_the_report_is_the_same(context) -> None:
+    from smriti.memory import Memory
+    from smriti.pipelines.consolidate import STEPS
+
+    memory = Memory(context)
+    for text in ("alpha beta", "alpha gamma", "beta gamma", "delta"):
+        memory.store(text)
+    seen: list[str] = []
+    streamed = memory.consolidate(now=NOW, on_step=seen.append)
+    assert seen == STEPS
+    assert [entry["node"] for entry in streamed.pop("trace")] == STEPS
+    again = memory.consolidate(now=NOW)  # the same time again: nothing left to do, same keys
+    again.pop("trace")
+    assert set(again) == set(streamed)
