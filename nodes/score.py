@@ -106,7 +106,11 @@ def score(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
         if state["mode"] == "search":
             item["score"], item["components"] = item["relevance"], {}
         else:
-            fresh = recency(item["last_accessed_at"], now, settings.recency_half_life_days)
+            # Recency is the memory's own age; use (access) reaches the score through decay_factor,
+            # which recall reinforces and consolidation decays since the last access. Counting the
+            # last access here too made every recall boost its results for the next query
+            # (2-3 points of LoCoMo recall@10 lost to that feedback alone).
+            fresh = recency(item["created_at"], now, settings.recency_half_life_days)
             hop = hop_factor(item["hops"], settings.hop_penalty)
             cluster = cluster_factor(item["hops"], item["cluster_id"], seed, settings.cross_cluster_penalty)
             if settings.scoring_profile == "fabric":

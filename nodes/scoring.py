@@ -51,9 +51,12 @@ def clamp01(value: float) -> float:
     return 0.0 if value < 0 else 1.0 if value > 1 else value
 
 
-def recency(last_accessed: datetime, now: datetime, half_life_days: float) -> float:
-    """recency = 0.5 ** (days since last access / half_life); 1.0 for "just now" or the future."""
-    days = max(0.0, (now - last_accessed).total_seconds() / 86_400)
+def recency(moment: datetime, now: datetime, half_life_days: float) -> float:
+    """recency = 0.5 ** (days since ``moment`` / half_life); 1.0 for "just now" or the future.
+
+    Recall scores a memory's age (``created_at``); list mode ranks by the last access.
+    """
+    days = max(0.0, (now - moment).total_seconds() / 86_400)
     return 0.5 ** (days / half_life_days)
 
 

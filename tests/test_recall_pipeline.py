@@ -197,3 +197,18 @@ def test_shortlist_never_changes_the_top_results(make_context):
     assert small == large
     kept, total = (int(x) for x in small_notes.split(" candidates")[0].split(" of "))
     assert kept < total  # it did drop something
+
+
+def test_recency_is_the_memorys_age_not_its_last_recall(topic_context):
+    """Reinforcement must not feed back into recency, or each recall would boost its own results."""
+    from datetime import timedelta
+
+    now = topic_context.clock()
+    memory_id = _store(topic_context, "alpha notes", created_at=(now - timedelta(days=14)).isoformat())
+    first, _ = _recall(topic_context, "alpha", explain=True)
+    second, _ = _recall(topic_context, "alpha", explain=True)  # the first recall set last access = now
+    parts = [_by_id(r)[memory_id]["components"] for r in (first, second)]
+    expected_recency = 0.5 ** (14 / topic_context.settings.recency_half_life_days)  # two half-lives
+    assert parts[0]["recency"] == pytest.approx(0.2 * expected_recency * parts[0]["relevance"], rel=1e-3)
+    assert parts[1]["recency"] == pytest.approx(parts[0]["recency"], rel=1e-6)
+    assert parts[1]["decay"] >= parts[0]["decay"]  # use still counts, through decay_factor
