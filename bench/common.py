@@ -27,8 +27,9 @@ RESULTS_PATH = REPO_ROOT / "bench" / "RESULTS.md"
 DATA_ENV = "SMRITI_BENCH_DATA"
 RESULTS_HEADER = (
     "# Benchmark results\n\n"
-    "Written by the scripts in `bench/` (each replaces its own section). Offline configuration "
-    "throughout: hashing embedder, heuristic analyser, no LLM, no network.\n"
+    "Written by the scripts in `bench/` (each replaces its own section). Offline throughout: "
+    "heuristic analyser, no LLM, no network; embeddings from the hashing embedder or, where a "
+    "section says so, all-MiniLM-L6-v2 run in numpy (bench/minilm.py).\n"
 )
 
 logger = logging.getLogger("smriti.bench")
