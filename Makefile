@@ -41,6 +41,7 @@ bench: $(BENCH_STAMP)
 	$(PY) bench/minilm_check.py
 	$(PY) bench/locomo.py --questions 0
 	$(PY) bench/locomo.py --questions 0 --embedder minilm
+	$(PY) bench/hotpotqa.py --embedder minilm
 	$(PY) bench/scaling.py
 	$(PY) bench/leiden_bench.py
 

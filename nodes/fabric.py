@@ -120,9 +120,12 @@ def dedupe(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any
 def cross_reference(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     store = runtime.context.store
     candidates = state.get("candidates", [])
-    names = sorted({name for c in candidates for name in c.get("entities", [])})
-    counts = store.cue_engram_counts(names) if names else {}
     types = {name: t for c in candidates for name, t in c.get("entity_types", {}).items()}
+    # Only entity cues can cross-reference: counting keywords too would only cost time.
+    names = sorted(
+        {n for c in candidates for n in c.get("entities", []) if types.get(n) not in ENTITY_FREE_TYPES}
+    )
+    counts = store.cue_engram_counts(names) if names else {}
     factor = runtime.context.settings.memory_fabric_boost_factor
     boosted = cross_reference_boost(candidates, counts, types, factor, total=store.count_engrams())
     relations = store.relations_of([c["id"] for c in boosted]) if boosted else []

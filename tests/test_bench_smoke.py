@@ -1,7 +1,7 @@
 """Smoke test of the benchmarks: each main() on a tiny slice, into a temporary RESULTS file.
 
 Checks the sections and tables are written and the numbers are sane, not what they are.
-The LoCoMo slice needs the shared benchmark data (../shared/bench or SMRITI_BENCH_DATA).
+The LoCoMo and HotpotQA slices need the shared benchmark data (../shared/bench or SMRITI_BENCH_DATA).
 """
 
 from __future__ import annotations
@@ -16,6 +16,13 @@ from smriti.bench.common import data_dir, write_section
 def _has_locomo() -> bool:
     try:
         return (data_dir() / "locomo_public.json").is_file()
+    except SystemExit:
+        return False
+
+
+def _has_hotpotqa() -> bool:
+    try:
+        return (data_dir() / "hotpotqa_500.jsonl").is_file()
     except SystemExit:
         return False
 
@@ -49,6 +56,26 @@ def test_locomo_slice(tmp_path):
         assert scores.mean(system, locomo.SCORED, "R@5") <= scores.mean(system, locomo.SCORED, "R@10")
     bm25 = "BM25 (keyword)"
     assert scores.mean(bm25, locomo.SCORED, "H@10") > 0, "BM25 should find some evidence"
+    assert all(v > 0 for v in out["timing"]["store:smriti"])
+
+
+@pytest.mark.skipif(not _has_hotpotqa(), reason="HotpotQA data not found (set SMRITI_BENCH_DATA)")
+def test_hotpotqa_slice(tmp_path):
+    from smriti.bench import hotpotqa
+
+    results = tmp_path / "RESULTS.md"
+    out = hotpotqa.main(["--questions", "4", "--results", str(results)])
+    text = results.read_text()
+    assert "## HotpotQA supporting-passage retrieval" in text and "### Recall (per question" in text
+    scores = out["scores"]
+    assert scores.count(hotpotqa.SMRITI_RECALL, hotpotqa.TYPES) == 4
+    for system in out["systems"]:
+        for k in hotpotqa.KS:
+            for metric in (f"R@{k}", f"both@{k}"):
+                value = scores.mean(system, hotpotqa.TYPES, metric)
+                assert 0.0 <= value <= 1.0, (system, metric, value)
+        assert scores.mean(system, hotpotqa.TYPES, "R@2") <= scores.mean(system, hotpotqa.TYPES, "R@10")
+    assert scores.mean("BM25 (keyword)", hotpotqa.TYPES, "R@10") > 0, "BM25 should find some gold passages"
     assert all(v > 0 for v in out["timing"]["store:smriti"])
 
 
