@@ -16,7 +16,8 @@ import shlex
 import statistics
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Hashable, Iterable, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -180,3 +181,32 @@ def write_section(name: str, title: str, body: str, path: Path | None = None) ->
     path.write_text(text)
     logger.info("wrote section %r to %s", name, path)
     return path
+
+
+class RecallScores:
+    """Per system, one row per question: (group, {R@k, H@k, both@k}) for each k in ``ks``.
+
+    R@k is the share of the relevant ids in the top k, H@k whether any is there, both@k
+    whether all are. ``ranked`` lists, per returned result, the ids it stands for.
+    """
+
+    def __init__(self, ks: Sequence[int]) -> None:
+        self.ks = tuple(ks)
+        self.rows: dict[str, list[tuple[Hashable, dict[str, float]]]] = defaultdict(list)
+
+    def record(self, system: str, group: Hashable, relevant: Iterable[str], ranked: list[list[str]]) -> None:
+        wanted = set(relevant)
+        values = {}
+        for k in self.ks:
+            found = {i for ids in ranked[:k] for i in ids} & wanted
+            values[f"R@{k}"] = len(found) / len(wanted)
+            values[f"H@{k}"] = 1.0 if found else 0.0
+            values[f"both@{k}"] = 1.0 if found == wanted else 0.0
+        self.rows[system].append((group, values))
+
+    def mean(self, system: str, groups: tuple[Hashable, ...], metric: str) -> float:
+        picked = [v[metric] for group, v in self.rows[system] if group in groups]
+        return statistics.fmean(picked) if picked else float("nan")
+
+    def count(self, system: str, groups: tuple[Hashable, ...]) -> int:
+        return sum(1 for group, _ in self.rows[system] if group in groups)

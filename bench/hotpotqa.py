@@ -37,12 +37,13 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from smriti.bench.baselines import BM25Retriever, DenseRetriever, FusionRetriever, plain_tokens
 from smriti.bench.common import (
+    RecallScores,
     bench_settings,
     command_line,
     data_dir,
@@ -83,27 +84,14 @@ class Passage:
     chunk_ids: list[str]
 
 
-@dataclass
-class Scores:
-    """Per system: one row per question (type, recall@k..., both@k...)."""
+class Scores(RecallScores):
+    """Per system: one row per question (type, recall@k..., both@k...), see :class:`RecallScores`."""
 
-    rows: dict[str, list[tuple[str, dict[str, float]]]] = field(default_factory=lambda: defaultdict(list))
+    def __init__(self) -> None:
+        super().__init__(KS)
 
     def add(self, system: str, question: Question, ranked: list[list[str]]) -> None:
-        gold = set(question.gold)
-        values = {}
-        for k in KS:
-            found = {t for titles in ranked[:k] for t in titles} & gold
-            values[f"R@{k}"] = len(found) / len(gold)
-            values[f"both@{k}"] = 1.0 if found == gold else 0.0
-        self.rows[system].append((question.kind, values))
-
-    def mean(self, system: str, kinds: tuple[str, ...], metric: str) -> float:
-        picked = [v[metric] for kind, v in self.rows[system] if kind in kinds]
-        return statistics.fmean(picked) if picked else float("nan")
-
-    def count(self, system: str, kinds: tuple[str, ...]) -> int:
-        return sum(1 for kind, _ in self.rows[system] if kind in kinds)
+        self.record(system, question.kind, question.gold, ranked)
 
 
 # -- data -----------------------------------------------------------------------------------

@@ -37,13 +37,14 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from smriti.bench.baselines import BM25Retriever, DenseRetriever, FusionRetriever, plain_tokens
 from smriti.bench.common import (
+    RecallScores,
     bench_settings,
     command_line,
     data_dir,
@@ -89,27 +90,14 @@ class Question:
     evidence: list[str]
 
 
-@dataclass
-class Scores:
-    """Per system: one row per question (category, recall@k..., hit@k...)."""
+class Scores(RecallScores):
+    """Per system: one row per question (category, recall@k..., hit@k...), see :class:`RecallScores`."""
 
-    rows: dict[str, list[tuple[int, dict[str, float]]]] = field(default_factory=lambda: defaultdict(list))
+    def __init__(self) -> None:
+        super().__init__(KS)
 
     def add(self, system: str, question: Question, ranked: list[list[str]]) -> None:
-        evidence = set(question.evidence)
-        values = {}
-        for k in KS:
-            found = {d for ids in ranked[:k] for d in ids} & evidence
-            values[f"R@{k}"] = len(found) / len(evidence)
-            values[f"H@{k}"] = 1.0 if found else 0.0
-        self.rows[system].append((question.category, values))
-
-    def mean(self, system: str, categories: tuple[int, ...], metric: str) -> float:
-        picked = [v[metric] for c, v in self.rows[system] if c in categories]
-        return statistics.fmean(picked) if picked else float("nan")
-
-    def count(self, system: str, categories: tuple[int, ...]) -> int:
-        return sum(1 for c, _ in self.rows[system] if c in categories)
+        self.record(system, question.category, question.evidence, ranked)
 
 
 # -- data -----------------------------------------------------------------------------------
