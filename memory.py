@@ -93,17 +93,17 @@ class Memory:
         ``on_step(name)`` is called as each step finishes (the CLI's progress bar).
         """
         payload: dict[str, Any] = {} if now is None else {"now": now.isoformat()}
-        if on_step is None:
-            output = self.consolidate_graph.invoke(payload, context=self.context)
-            return {**output["report"], "trace": output["trace"]}
-        report: dict[str, Any] = {}
-        trace: list[dict[str, Any]] = []
-        for update in self.consolidate_graph.stream(payload, context=self.context, stream_mode="updates"):
-            for step, changes in update.items():
-                report.update((changes or {}).get("report", {}))
-                trace.extend((changes or {}).get("trace", []))
-                on_step(step)
-        return {**report, "trace": trace}
+        final: dict[str, Any] = {}
+        # "updates" names each step as it finishes; "values" is the whole state after it.
+        for mode, chunk in self.consolidate_graph.stream(
+            payload, context=self.context, stream_mode=["updates", "values"]
+        ):
+            if mode == "values":
+                final = chunk
+            elif on_step is not None:
+                for step in chunk:
+                    on_step(step)
+        return {**final.get("report", {}), "trace": final.get("trace", [])}
 
     # ------------------------------------------------------------------------- reads
     def recall(

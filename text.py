@@ -45,12 +45,12 @@ def light_stem(word: str) -> str:
     return word
 
 
-def content_words(text: str) -> list[str]:
-    """Lower-cased, stemmed words of three or more characters that are not stop words."""
+def content_words(text: str, min_length: int = 3) -> list[str]:
+    """Lower-cased, stemmed words of ``min_length`` or more characters that are not stop words."""
     out = []
     for word in words(text):
         lower = word.lower()
-        if len(lower) >= 3 and lower not in STOPWORDS:
+        if len(lower) >= min_length and lower not in STOPWORDS:
             out.append(light_stem(lower))
     return out
 
@@ -69,9 +69,4 @@ def search_terms(text: str) -> list[str]:
     On LoCoMo this tokenisation lifts BM25 recall@10 from 0.56 (plain words, a short stop list)
     to 0.61 (bench/RESULTS.md).
     """
-    terms = []
-    for word in words(text):
-        lower = word.lower()
-        if len(lower) >= 2 and lower not in STOPWORDS:
-            terms.append(light_stem(lower))
-    return terms
+    return content_words(text, min_length=2)

@@ -7,7 +7,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from smriti.nodes.results import engram_candidate
-from smriti.nodes.scoring import FUSION_WEIGHTS, cosine, hop_relevance, rank_fusion
+from smriti.nodes.scoring import cosine, hop_relevance, rank_fusion
 from smriti.nodes.trace import traced
 from smriti.pipelines.context import MemoryContext
 from smriti.pipelines.state import RecallState
@@ -30,6 +30,7 @@ def load_candidates(
     return [engram_candidate(e, cues.get(e.id, []), hits.get(e.id)) for e in engrams]
 
 
+# The candidate field behind each fused branch (the keys of scoring.FUSION_WEIGHTS).
 SIGNAL_KEYS = {"similarity": "similarity", "text": "text_score", "cue": "cue_score"}
 
 
@@ -56,7 +57,7 @@ def score_relevance(candidate: dict[str, Any], ranked: dict[str, list[float]], m
     if mode == "search":
         candidate["relevance"] = candidate["similarity"]
         return
-    signals = {branch: candidate[key] for branch, key in SIGNAL_KEYS.items() if branch in FUSION_WEIGHTS}
+    signals = {branch: candidate[key] for branch, key in SIGNAL_KEYS.items()}
     candidate["relevance"], candidate["ranks"] = rank_fusion(signals, ranked)
 
 
