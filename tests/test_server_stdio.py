@@ -158,26 +158,44 @@ def _rpc(message_id: int | None, method: str, params: dict | None = None) -> str
     return json.dumps(message) + "\n"
 
 
+def _read_replies(process, wanted: set[int]) -> list[dict]:
+    """Read stdout lines until every id in ``wanted`` has a reply; each line must be JSON-RPC."""
+    replies = []
+    while wanted - {reply.get("id") for reply in replies}:
+        line = process.stdout.readline()
+        assert line, "the server closed stdout before answering"
+        replies.append(json.loads(line))
+    return replies
+
+
 def test_stdout_is_only_json_rpc_and_exit_code_is_zero(tmp_path):
     """Drive ``python -m smriti.server`` by hand, close stdin, and inspect every stdout line."""
-    requests = "".join(
+    first = "".join(
         [
             _rpc(1, "initialize", INITIALIZE),
             _rpc(None, "notifications/initialized"),
             _rpc(2, "tools/list", {}),
             _rpc(3, "tools/call", {"name": "smriti_store", "arguments": {"content": MEMORIES[0]}}),
+        ]
+    )
+    # The server handles requests concurrently, so the recall is sent only after the store
+    # has answered; otherwise it may run first and find nothing.
+    second = "".join(
+        [
             _rpc(4, "tools/call", {"name": "smriti_recall", "arguments": {"query": "pgvector"}}),
             _rpc(5, "tools/call", {"name": "smriti_store", "arguments": {"content": "  "}}),
         ]
     )
     process = spawn(tmp_path)
-    # Replies may come in any order; read all of them before closing stdin.
-    process.stdin.write(requests.encode())
+    process.stdin.write(first.encode())
     process.stdin.flush()
-    lines = [process.stdout.readline() for _ in range(5)]
+    replies = _read_replies(process, {1, 2, 3})
+    process.stdin.write(second.encode())
+    process.stdin.flush()
+    replies += _read_replies(process, {4, 5})
     rest, stderr = process.communicate(timeout=60)  # closes stdin: the client is gone
     assert process.returncode == 0, stderr.decode()
-    replies = [json.loads(line) for line in [*lines, *rest.splitlines()] if line.strip()]
+    replies += [json.loads(line) for line in rest.splitlines() if line.strip()]
     assert all(reply.get("jsonrpc") == "2.0" for reply in replies)
     by_id = {reply["id"]: reply for reply in replies}
     assert set(by_id) == {1, 2, 3, 4, 5}
