@@ -94,6 +94,7 @@ def associate(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, A
                 ]
             )
     return {
+        "links": {target: strength for target, (strength, _) in links.items()},
         "_candidates": [{"id": t, "score": s} for t, (s, _) in links.items()],
         "_notes": f"{len(links)} association(s)",
     }
@@ -101,16 +102,16 @@ def associate(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, A
 
 @traced("inherit_cluster")
 def inherit_cluster(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """A new engram joins the Leiden cluster of its strongest associated neighbour."""
+    """A new engram joins the Leiden cluster of its strongest associated neighbour.
+
+    A new engram's only edges are the ones ``associate`` just made, so its ``links`` are the
+    neighbours: no edge query, and only the neighbours' cluster ids are read.
+    """
     from smriti.nodes.cluster import inherit_cluster as choose
 
     store = runtime.context.store
-    edges = store.neighbours([state["id"]])
-    strengths: dict[str, float] = {}
-    for edge in edges:
-        other = edge.target_id if edge.source_id == state["id"] else edge.source_id
-        strengths[other] = max(strengths.get(other, 0.0), edge.strength)
-    clusters = {e.id: e.cluster_id for e in store.get_engrams(sorted(strengths))}
+    strengths = state.get("links", {})
+    clusters = store.cluster_ids(sorted(strengths)) if strengths else {}
     cluster = choose(strengths, clusters)
     if cluster >= 0:
         with runtime.context.write_lock:

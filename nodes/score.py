@@ -169,19 +169,15 @@ def reinforce(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
     if state["mode"] == "list" or not results:
         return {"_notes": "nothing reinforced"}
     now = _now(runtime)
-    boost = context.settings.reinforce_boost
-    updates = {
-        r["id"]: {
-            "access_count": r["access_count"] + 1,
-            "last_accessed_at": now,
-            "decay_factor": min(1.0, r["decay_factor"] + boost),
-        }
-        for r in results
-    }
     with context.write_lock:
-        changed = context.store.update_engrams(updates)
-    refreshed = [{**r, **updates[r["id"]]} for r in results]
-    return {"results": refreshed, "_notes": f"reinforced {changed} memories"}
+        after = context.store.reinforce([r["id"] for r in results], now, context.settings.reinforce_boost)
+    refreshed = []
+    for r in results:
+        if r["id"] in after:  # a memory forgotten meanwhile keeps the values it was read with
+            access_count, decay_factor = after[r["id"]]
+            r = {**r, "access_count": access_count, "decay_factor": decay_factor, "last_accessed_at": now}
+        refreshed.append(r)
+    return {"results": refreshed, "_notes": f"reinforced {len(after)} memories"}
 
 
 @traced("format")

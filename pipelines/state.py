@@ -69,6 +69,7 @@ class StoreState(StoreInput, total=False):
     duplicate_of: str | None
     similar: list[dict[str, Any]]  # [{"id", "score"}] nearest existing engrams
     id: str
+    links: dict[str, float]  # associated engram id -> strength, as written by associate
     memory_type: str
     cues: list[dict[str, str]]
     cluster_id: int

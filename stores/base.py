@@ -262,12 +262,26 @@ class GraphStore(Protocol):
         """Engrams with these ids, in the given order, silently skipping missing ones."""
         ...
 
+    def cluster_ids(self, ids: Sequence[str]) -> dict[str, int]:
+        """Cluster id of each existing engram asked for: a light read (no text, no embedding)."""
+        ...
+
     def update_engram(self, engram_id: str, **fields: Any) -> bool:
         """Change fields listed in UPDATABLE_FIELDS; False if the engram does not exist."""
         ...
 
     def update_engrams(self, updates: Mapping[str, Mapping[str, Any]]) -> int:
         """Batch form of update_engram (decay, cluster ids); returns how many were changed."""
+        ...
+
+    def reinforce(self, ids: Sequence[str], at: datetime, boost: float) -> dict[str, tuple[int, float]]:
+        """Strengthen recalled engrams in place: access_count + 1, last_accessed_at = ``at``,
+        decay_factor = min(1, decay_factor + ``boost``).
+
+        One statement computes the new values from the stored ones, so two recalls of the same
+        memory at once both count (a read-then-write would lose one). Returns
+        id -> (access_count, decay_factor) after the change, for the ids that exist.
+        """
         ...
 
     def delete_engram(self, engram_id: str) -> bool:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from smriti.stores.base import (
@@ -191,6 +192,15 @@ class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchM
         by_id = {row["id"]: engram_from_row(row) for row in rows}
         return [by_id[i] for i in ids if i in by_id]
 
+    def cluster_ids(self, ids: Sequence[str]) -> dict[str, int]:
+        if not ids:
+            return {}
+        rows = self._q(
+            "MATCH (e:Engram {user: $user}) WHERE e.id IN $ids RETURN e.id AS id, e.cluster_id AS cluster_id",
+            ids=list(dict.fromkeys(ids)),
+        )
+        return {row["id"]: int(number(row, "cluster_id", NO_CLUSTER)) for row in rows}
+
     def update_engram(self, engram_id: str, **fields: Any) -> bool:
         return self.update_engrams({engram_id: fields}) == 1
 
@@ -212,6 +222,21 @@ class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchM
             rows=rows,
         )
         return int(result[0]["n"]) if result else 0
+
+    def reinforce(self, ids: Sequence[str], at: datetime, boost: float) -> dict[str, tuple[int, float]]:
+        if not ids:
+            return {}
+        rows = self._q(
+            "MATCH (e:Engram {user: $user}) WHERE e.id IN $ids "
+            "SET e.access_count = coalesce(e.access_count, 0) + 1, e.last_accessed_at = $at, "
+            "e.decay_factor = CASE WHEN coalesce(e.decay_factor, 1.0) + $boost > 1.0 THEN 1.0 "
+            "ELSE coalesce(e.decay_factor, 1.0) + $boost END "
+            "RETURN e.id AS id, e.access_count AS access_count, e.decay_factor AS decay_factor",
+            ids=list(dict.fromkeys(ids)),
+            at=to_stored_time(at),
+            boost=float(boost),
+        )
+        return {row["id"]: (int(row["access_count"]), float(row["decay_factor"])) for row in rows}
 
     def delete_engram(self, engram_id: str) -> bool:
         rows = self._q(

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from smriti.stores import kuzu_schema as schema
 from smriti.stores import records as rec
 from smriti.stores.base import (
+    NO_CLUSTER,
     UPDATABLE_FIELDS,
     Capabilities,
     EmbeddingMismatchError,
@@ -47,11 +48,14 @@ from smriti.stores.kuzu_schema import (
     locked,
     store_path,
     text_of,
+    to_db,
 )
 from smriti.stores.kuzu_search import EXTENSIONS, IndexedSearchMixin
 from smriti.stores.vector_cache import KeywordIndex, VectorCache
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from smriti.config import Settings
 
 logger = logging.getLogger(__name__)
@@ -266,6 +270,15 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
         found = {row[0]: schema.engram_from_row(row) for row in rows}
         return [found[i] for i in ids if i in found]
 
+    def cluster_ids(self, ids: Sequence[str]) -> dict[str, int]:
+        rows = self._rows_by_ids(
+            "MATCH (e:Engram {id: $id}) RETURN e.id, e.cluster_id",
+            "MATCH (e:Engram) WHERE e.id IN $ids RETURN e.id, e.cluster_id",
+            ids,
+            per_id_up_to=3,
+        )
+        return {id_: NO_CLUSTER if cluster is None else int(cluster) for id_, cluster in rows}
+
     def update_engram(self, engram_id: str, **fields: Any) -> bool:
         if not fields:
             return bool(self._run("MATCH (e:Engram {id: $id}) RETURN e.id", {"id": engram_id}))
@@ -312,6 +325,21 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
                     self._vectors.retype(engram_id, memory_type)
                     self._keywords.add(engram_id, memory_type, text_of(content, summary))
         return changed
+
+    def reinforce(self, ids: Sequence[str], at: datetime, boost: float) -> dict[str, tuple[int, float]]:
+        # One IN scan (~2 ms at 10k engrams) beats per-id updates: each of those is its own
+        # write (~0.3 ms) and the batch still has to commit.
+        if not ids:
+            return {}
+        rows = self._run(
+            "MATCH (e:Engram) WHERE e.id IN $ids "
+            "SET e.access_count = e.access_count + 1, e.last_accessed_at = $at, "
+            "e.decay_factor = CASE WHEN e.decay_factor + $boost > 1.0 THEN 1.0 "
+            "ELSE e.decay_factor + $boost END "
+            "RETURN e.id, e.access_count, e.decay_factor",
+            {"ids": list(dict.fromkeys(ids)), "at": to_db(at), "boost": float(boost)},
+        )
+        return {id_: (int(count), float(decay)) for id_, count, decay in rows}
 
     @locked
     def delete_engram(self, engram_id: str) -> bool:

@@ -96,3 +96,24 @@ def test_embedding_failure_stores_nothing(make_context):
     with pytest.raises(Exception, match="nothing was stored"):
         _store(context, "anything")
     assert context.store.count_engrams() == 0
+
+
+def test_new_memory_joins_the_cluster_of_its_strongest_neighbour(make_context):
+    context = make_context()
+    near = _store(context, "Alice tunes pgvector HNSW indexes for the search service", source="a")
+    far = _store(context, "Alice bakes sourdough bread on Sundays", source="b")
+    context.store.update_engrams({near["id"]: {"cluster_id": 4}, far["id"]: {"cluster_id": 9}})
+    new = _store(context, "Alice tunes pgvector HNSW indexes for the search service today", source="c")
+    links = context.store.neighbours([new["id"]])
+    strengths = {e.target_id if e.source_id == new["id"] else e.source_id: e.strength for e in links}
+    assert new["deduplicated"] is False
+    assert strengths and max(strengths, key=strengths.get) == near["id"]
+    assert new["cluster_id"] == 4
+    assert context.store.get_engram(new["id"]).cluster_id == 4
+
+
+def test_a_memory_with_no_clustered_neighbour_stays_unclustered(make_context):
+    context = make_context()
+    _store(context, "Alice tunes pgvector HNSW indexes for the search service", source="a")
+    new = _store(context, "Alice tunes pgvector HNSW indexes for the search service today", source="c")
+    assert new["cluster_id"] == -1 and context.store.get_engram(new["id"]).cluster_id == -1

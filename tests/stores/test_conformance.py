@@ -78,6 +78,17 @@ def test_get_engrams_keeps_the_asked_order_and_skips_missing(store):
     assert store.get_engrams([]) == []
 
 
+def test_cluster_ids_reads_only_existing_engrams(store):
+    store.create_engram(engram("a", cluster_id=3))
+    store.create_engram(engram("b"))
+    for eid in ("c", "d", "e", "f"):  # more ids than Kuzu's per-id lookups: the IN query
+        store.create_engram(engram(eid, cluster_id=ord(eid)))
+    assert store.cluster_ids(["a", "b", "missing"]) == {"a": 3, "b": -1}
+    expected = {"c": 99, "d": 100, "e": 101, "f": 102, "a": 3}
+    assert store.cluster_ids(["f", "e", "d", "c", "a", "a"]) == expected
+    assert store.cluster_ids([]) == {}
+
+
 def test_update_engram_changes_fields_and_reports_missing(store):
     store.create_engram(engram("u1", importance=0.5))
     later = T0 + timedelta(days=3)
@@ -116,6 +127,24 @@ def test_update_engrams_batch_counts_only_existing(store):
     assert states["b1"].decay_factor == pytest.approx(0.5)
     assert (states["b3"].decay_factor, states["b3"].cluster_id) == (pytest.approx(0.25), 2)
     assert states["b2"].decay_factor == pytest.approx(1.0)
+
+
+def test_reinforce_increments_the_stored_values(store):
+    store.create_engram(engram("r1", access_count=5, decay_factor=0.5))
+    store.create_engram(engram("r2", decay_factor=0.95))
+    store.create_engram(engram("r3"))
+    later = T0 + timedelta(days=3)
+    after = store.reinforce(["r1", "r2", "ghost", "r1"], later, 0.1)
+    assert set(after) == {"r1", "r2"}
+    assert after["r1"] == (6, pytest.approx(0.6))
+    assert after["r2"] == (1, pytest.approx(1.0))  # clamped at 1
+    got = {e.id: e for e in store.get_engrams(["r1", "r2", "r3"])}
+    assert (got["r1"].access_count, got["r1"].last_accessed_at) == (6, later)
+    assert got["r1"].decay_factor == pytest.approx(0.6)
+    assert (got["r3"].access_count, got["r3"].last_accessed_at) == (0, T0)  # not asked: untouched
+    # Values come from the store, not from what a caller read earlier: a second reinforce counts.
+    assert store.reinforce(["r1"], later, 0.1)["r1"] == (7, pytest.approx(0.7))
+    assert store.reinforce([], later, 0.1) == {}
 
 
 def test_delete_engram_removes_it_and_its_edges(store):
