@@ -22,7 +22,7 @@ three configurations of the same database file:
   and full text from Kuzu's FTS index.
 
 The baseline is numpy brute force in the same process: embed + append a row to store,
-embed + one matrix product + argpartition to search. Ratios are Smriti / baseline (means).
+embed + one matrix product + argpartition to search. Ratios are Smriti / baseline (medians).
 """
 
 from __future__ import annotations
@@ -201,23 +201,21 @@ def run_size(size: int, stores: int, queries: int, folder: Path, timing: dict[st
 
 
 def report(sizes: list[int], timing: dict[str, list]) -> str:
+    """One row per size and path: p50 and p95 of each operation, ratios of p50 against numpy."""
     rows = []
     for size in sizes:
         base_store = latency_summary(timing[f"{size}|numpy|store"])
         base_search = latency_summary(timing[f"{size}|numpy|search"])
-        rows.append([size, "numpy brute force", base_store["mean"], base_store["p95"], 1.0,
-                     base_search["mean"], base_search["p50"], base_search["p95"], 1.0, "-", "-"])  # fmt: skip
+        rows.append([size, "numpy brute force", base_store["p50"], base_store["p95"], 1.0,
+                     base_search["p50"], base_search["p95"], 1.0, "-", "-"])  # fmt: skip
         for label in ("no indexes", "indexes (default)", "indexes, HNSW forced"):
             key = f"{size}|{label}"
             st, rc, se = (latency_summary(timing[f"{key}|{m}"]) for m in ("store", "recall", "search"))
-            store_ratio, search_ratio = (
-                ratio(st["mean"], base_store["mean"]),
-                ratio(se["mean"], base_search["mean"]),
-            )
-            rows.append([size, f"Smriti, {label}", st["mean"], st["p95"], store_ratio, se["mean"], se["p50"],
-                         se["p95"], search_ratio, rc["mean"], rc["p95"]])  # fmt: skip
-    headers = ["engrams", "path", "store mean", "store p95", "store x numpy", "search mean", "search p50",
-               "search p95", "search x numpy", "recall mean", "recall p95"]  # fmt: skip
+            rows.append([size, f"Smriti, {label}", st["p50"], st["p95"], ratio(st["p50"], base_store["p50"]),
+                         se["p50"], se["p95"], ratio(se["p50"], base_search["p50"]),
+                         rc["p50"], rc["p95"]])  # fmt: skip
+    headers = ["engrams", "path", "store p50", "store p95", "store x numpy", "search p50", "search p95",
+               "search x numpy", "recall p50", "recall p95"]  # fmt: skip
     return markdown_table(headers, rows, numeric_from=2)
 
 
@@ -254,7 +252,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         + f"- Wall time {elapsed:.0f} s\n{notes}\n\n"
         "Latencies in ms. `store` = the whole store pipeline (analyse, embed, dedupe, write, cues, "
         "associations, index check); `search` = recall mode search (vector only, the like-for-like "
-        "comparison with numpy); `recall` = the full recall graph. Ratios: Smriti mean / numpy mean.\n\n"
+        "comparison with numpy); `recall` = the full recall graph. Ratios: Smriti p50 / numpy p50 "
+        "(medians: a stray garbage-collection or checkpoint pause moves a mean of 30 samples).\n\n"
         + report(args.sizes, timing)
         + "\n\nThe fill writes engrams without cues or associations, so at these sizes cue traversal and "
         "hops run over a sparse graph: the recall column is a lower bound for a store filled by the "

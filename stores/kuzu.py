@@ -51,6 +51,7 @@ from smriti.stores.kuzu_schema import (
     to_db,
 )
 from smriti.stores.kuzu_search import EXTENSIONS, IndexedSearchMixin
+from smriti.stores.row_cache import EngramRows
 from smriti.stores.vector_cache import KeywordIndex, VectorCache
 
 if TYPE_CHECKING:
@@ -129,6 +130,7 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
         self._vector_index = self._fulltext_index = False
         self._vectors = VectorCache(dims)
         self._keywords = KeywordIndex()
+        self._engram_rows = EngramRows()  # loaded with _vectors (see _load_exact_caches)
         self._cues: dict[str, CueInfo] | None = None
         self._count: int | None = None
         # Engrams created by this process -> the edges made for them since ("cue", id) or
@@ -213,6 +215,7 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
             self._closed = True
             self._prepared.clear()
             self._vectors.invalidate()
+            self._engram_rows.invalidate()
             self._keywords.invalidate()
             try:
                 self._conn.close()
@@ -246,7 +249,8 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
     def create_engram(self, engram: Engram) -> None:
         """Insert a new engram; an existing id raises StoreError."""
         self._check_dims(engram.embedding, f"the embedding of engram {engram.id}")
-        self._run(schema.CREATE_ENGRAM, schema.engram_params(engram))
+        params = schema.engram_params(engram)
+        self._run(schema.CREATE_ENGRAM, params)
         if self._count is not None:
             self._count += 1
         self._fresh[engram.id] = set()
@@ -254,13 +258,18 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
             self._fresh.popitem(last=False)
         if engram.embedding is not None:
             self._vectors.add(engram.id, engram.memory_type, engram.embedding)
+        self._engram_rows.put(schema.engram_from_row([params[name] for name in schema.ENGRAM_COLUMNS]))
         self._keywords.add(engram.id, engram.memory_type, text_of(engram.content, engram.summary))
 
     def get_engram(self, engram_id: str) -> Engram | None:
-        rows = self._run(f"MATCH (e:Engram {{id: $id}}) RETURN {ENGRAM_RETURN}", {"id": engram_id})
-        return schema.engram_from_row(rows[0]) if rows else None
+        found = self.get_engrams([engram_id])
+        return found[0] if found else None
 
     def get_engrams(self, ids: Sequence[str]) -> list[Engram]:
+        with self._lock:
+            if self._engram_rows.loaded:
+                cached = (self._engram_rows.get(i, self._vectors.vector(i)) for i in ids)
+                return [engram for engram in cached if engram is not None]
         rows = self._rows_by_ids(
             f"MATCH (e:Engram {{id: $id}}) RETURN {ENGRAM_RETURN}",
             f"MATCH (e:Engram) WHERE e.id IN $ids RETURN {ENGRAM_RETURN}",
@@ -271,6 +280,9 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
         return [found[i] for i in ids if i in found]
 
     def cluster_ids(self, ids: Sequence[str]) -> dict[str, int]:
+        with self._lock:
+            if self._engram_rows.loaded:
+                return {e.id: e.cluster_id for e in self._engram_rows_of(ids)}
         rows = self._rows_by_ids(
             "MATCH (e:Engram {id: $id}) RETURN e.id, e.cluster_id",
             "MATCH (e:Engram) WHERE e.id IN $ids RETURN e.id, e.cluster_id",
@@ -278,6 +290,10 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
             per_id_up_to=3,
         )
         return {id_: NO_CLUSTER if cluster is None else int(cluster) for id_, cluster in rows}
+
+    def _engram_rows_of(self, ids: Sequence[str]) -> list[Engram]:
+        cached = (self._engram_rows.get(i, None) for i in dict.fromkeys(ids))
+        return [engram for engram in cached if engram is not None]
 
     def update_engram(self, engram_id: str, **fields: Any) -> bool:
         if not fields:
@@ -320,6 +336,10 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
                     {"rows": rows},
                 )
             changed += len(result)
+            by_id = {row["id"]: row for row in rows}
+            for engram_id, *_ in result:
+                stored = {name: schema.read_back(name, by_id[engram_id][name]) for name in names}
+                self._engram_rows.update(engram_id, stored)
             if retext:
                 for engram_id, memory_type, content, summary in result:
                     self._vectors.retype(engram_id, memory_type)
@@ -339,6 +359,11 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
             "RETURN e.id, e.access_count, e.decay_factor",
             {"ids": list(dict.fromkeys(ids)), "at": to_db(at), "boost": float(boost)},
         )
+        accessed = from_db(to_db(at))
+        for id_, count, decay in rows:
+            self._engram_rows.update(
+                id_, {"access_count": count, "decay_factor": decay, "last_accessed_at": accessed}
+            )
         return {id_: (int(count), float(decay)) for id_, count, decay in rows}
 
     @locked
@@ -353,6 +378,7 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
         if self._count is not None:
             self._count -= 1
         self._vectors.remove(engram_id)
+        self._engram_rows.remove(engram_id)
         self._keywords.remove(engram_id)
         return True
 

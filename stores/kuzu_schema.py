@@ -186,6 +186,11 @@ def from_db(value: datetime | None, fallback: datetime = EPOCH) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def read_back(name: str, value: Any) -> Any:
+    """What reading a field written as ``value`` (already coerced) returns: times come back aware."""
+    return from_db(value) if FIELD_TYPES[name] is datetime else value
+
+
 def coerce_field(name: str, value: Any) -> Any:
     """Convert an update value to the column's type (raises ValueError/TypeError on nonsense)."""
     kind = FIELD_TYPES[name]

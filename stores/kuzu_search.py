@@ -26,8 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from smriti.stores import kuzu_schema as schema
 from smriti.stores.base import MEMORY_TYPES, Capabilities, ScoredId, StoreError
-from smriti.stores.kuzu_schema import FULLTEXT_INDEX, VECTOR_INDEX, locked, text_of
+from smriti.stores.kuzu_schema import ENGRAM_RETURN, FULLTEXT_INDEX, VECTOR_INDEX, locked, text_of
+from smriti.stores.row_cache import EngramRows
 from smriti.stores.vector_cache import KeywordIndex, VectorCache, normalise_scores
 
 logger = logging.getLogger(__name__)
@@ -52,6 +54,7 @@ class IndexedSearchMixin:
         _fulltext_index: bool
         _projected: set[str]
         _vectors: VectorCache
+        _engram_rows: EngramRows
         _keywords: KeywordIndex
         _count: int | None
 
@@ -61,6 +64,15 @@ class IndexedSearchMixin:
         def count_engrams(self) -> int: ...
         def get_meta(self, key: str) -> str | None: ...
         def set_meta(self, key: str, value: str) -> None: ...
+
+    def _load_exact_caches(self) -> None:
+        """Read the Engram table once: embeddings into the vector cache, other columns into
+        the row cache (one scan, as the vectors alone would need)."""
+        engrams = [
+            schema.engram_from_row(row) for row in self._run(f"MATCH (e:Engram) RETURN {ENGRAM_RETURN}")
+        ]
+        self._vectors.load((e.id, e.memory_type, e.embedding) for e in engrams if e.embedding is not None)
+        self._engram_rows.load(engrams)
 
     def _warn_once(self, cause: str, message: str, *args: Any) -> None:
         if cause not in _warned:
@@ -123,6 +135,7 @@ class IndexedSearchMixin:
         if size <= self._exact_limit:
             return False
         self._vectors.invalidate()  # past the limit: free the matrix, the index takes over
+        self._engram_rows.invalidate()
         return True
 
     @locked
@@ -141,11 +154,7 @@ class IndexedSearchMixin:
         if self._use_hnsw():
             return self._hnsw_search(query, k, memory_type)
         if not self._vectors.loaded:
-            self._vectors.load(
-                self._run(
-                    "MATCH (e:Engram) WHERE e.embedding IS NOT NULL RETURN e.id, e.memory_type, e.embedding"
-                )
-            )
+            self._load_exact_caches()
         return [ScoredId(id_, score) for id_, score in self._vectors.search(query, k, memory_type)]
 
     def _hnsw_search(self, query: np.ndarray, k: int, memory_type: str | None) -> list[ScoredId]:

@@ -25,7 +25,9 @@ from smriti.text import search_terms
 
 
 class VectorCache:
-    """Row-normalised embeddings with their ids and memory types, grown in place."""
+    """Embeddings as stored (float32, like the database's FLOAT columns) with their norms,
+    ids and memory types, grown in place. Rows are kept unnormalised so :meth:`vector` can
+    hand back exactly what the database would return."""
 
     def __init__(self, dims: int) -> None:
         self.dims = dims
@@ -34,6 +36,7 @@ class VectorCache:
 
     def _reset(self) -> None:
         self._matrix = np.zeros((0, self.dims), dtype=np.float32)
+        self._norms = np.zeros(0, dtype=np.float32)
         self._codes = np.zeros(0, dtype=np.int32)
         self._ids: list[str] = []
         self._rows: dict[str, int] = {}
@@ -55,8 +58,8 @@ class VectorCache:
             ids.append(id_)
             types.append(self._code(memory_type))
             vectors.append(embedding)
-        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(ids), self.dims)
-        self._matrix = normalise_rows(matrix)
+        self._matrix = np.asarray(vectors, dtype=np.float32).reshape(len(ids), self.dims)
+        self._norms = np.linalg.norm(self._matrix, axis=1).astype(np.float32)
         self._codes = np.asarray(types, dtype=np.int32)
         self._ids = ids
         self._rows = {id_: row for row, id_ in enumerate(ids)}
@@ -77,10 +80,10 @@ class VectorCache:
             grown = np.zeros((max(16, 2 * size), self.dims), dtype=np.float32)
             grown[:size] = self._matrix[:size]
             self._matrix = grown
-            codes = np.zeros(grown.shape[0], dtype=np.int32)
-            codes[:size] = self._codes[:size]
-            self._codes = codes
-        self._matrix[size] = normalise_rows(np.asarray(embedding, dtype=np.float32).reshape(1, -1))[0]
+            self._norms = np.resize(self._norms, grown.shape[0])
+            self._codes = np.resize(self._codes, grown.shape[0])
+        self._matrix[size] = np.asarray(embedding, dtype=np.float32)
+        self._norms[size] = np.linalg.norm(self._matrix[size])
         self._codes[size] = self._code(memory_type)
         self._ids.append(id_)
         self._rows[id_] = size
@@ -94,6 +97,7 @@ class VectorCache:
         if row != last:
             moved = self._ids[last]
             self._matrix[row] = self._matrix[last]
+            self._norms[row] = self._norms[last]
             self._codes[row] = self._codes[last]
             self._ids[row] = moved
             self._rows[moved] = row
@@ -104,6 +108,11 @@ class VectorCache:
         if row is not None:
             self._codes[row] = self._code(memory_type)
 
+    def vector(self, id_: str) -> list[float] | None:
+        """The stored embedding of ``id_`` (None when it has none or is unknown)."""
+        row = self._rows.get(id_)
+        return None if row is None else self._matrix[row].tolist()
+
     def search(self, query: np.ndarray, k: int, memory_type: str | None = None) -> list[tuple[str, float]]:
         """Top-k (id, cosine) for a query vector, best first; ties by id for stable output."""
         size = len(self._ids)
@@ -113,7 +122,10 @@ class VectorCache:
         # einsum runs numpy's own single-threaded loop: a BLAS gemv (``@``) wakes OpenBLAS's
         # thread pool, whose spinning workers then compete with the database's threads (on
         # 2 cores this made the search ~8x and the next Kuzu queries ~1.5x slower).
-        scores = np.einsum("ij,j->i", self._matrix[:size], (query.astype(np.float32) / norm))
+        dots = np.einsum("ij,j->i", self._matrix[:size], (query.astype(np.float32) / norm))
+        norms = self._norms[:size]
+        # Cosine: divide by each row's norm; a zero row scores 0 against anything.
+        scores = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
         candidates = np.arange(size)
         if memory_type is not None:
             code = self._type_codes.get(memory_type)
@@ -129,13 +141,6 @@ class VectorCache:
             candidates, candidate_scores = candidates[keep], candidate_scores[keep]
         order = sorted(range(candidates.size), key=lambda i: (-candidate_scores[i], self._ids[candidates[i]]))
         return [(self._ids[candidates[i]], float(candidate_scores[i])) for i in order]
-
-
-def normalise_rows(matrix: np.ndarray) -> np.ndarray:
-    """Unit rows; zero rows stay zero (their cosine with anything is 0)."""
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    norms[norms == 0.0] = 1.0
-    return (matrix / norms).astype(np.float32, copy=False)
 
 
 # -- keyword search (BM25) ---------------------------------------------------------------------
