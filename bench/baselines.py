@@ -17,9 +17,12 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
+from smriti.bench.common import stopwatch
 from smriti.text import search_terms
 
 
@@ -135,3 +138,36 @@ class FusionRetriever:
             for rank, (doc_id, _) in enumerate(part.search(query, self.depth), start=1):
                 fused[doc_id] = fused.get(doc_id, 0.0) + 1.0 / (self.k + rank)
         return sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:k]
+
+
+def rank_with_baselines(
+    documents: Iterable[tuple[str, str]],
+    questions: Sequence[Any],
+    embedder: Any,
+    plain_name: str,
+    record: Callable[[str, Any, list[list[str]]], None],
+    timing: dict[str, list],
+    k: int,
+) -> dict[int, list[list[str]]]:
+    """Index ``(doc_id, text)`` in BM25 (stemmed and ``plain_name``), dense and their fusion,
+    then ask every question of each; ``record(system, question, ranked)`` gets each ranking.
+
+    Index and search times go to ``timing`` (``store:bm25|plain|dense``, ``recall:{system}``).
+    Returns BM25's ranking per question index: the benchmarks report where Smriti and BM25 differ.
+    """
+    bm25, dense = BM25Retriever(), DenseRetriever(embedder)
+    plain = BM25Retriever(tokens=plain_tokens, name=plain_name)
+    for doc_id, text in documents:
+        for retriever, key in ((bm25, "bm25"), (plain, "plain"), (dense, "dense")):
+            with stopwatch(timing[f"store:{key}"]):
+                retriever.add(doc_id, text)
+    bm25_ranked: dict[int, list[list[str]]] = {}
+    for retriever in (bm25, plain, dense, FusionRetriever(bm25, dense)):
+        for index, question in enumerate(questions):
+            with stopwatch(timing[f"recall:{retriever.name}"]):
+                hits = retriever.search(question.text, k)
+            ranked = [[doc_id] for doc_id, _ in hits]
+            record(retriever.name, question, ranked)
+            if retriever is bm25:
+                bm25_ranked[index] = ranked
+    return bm25_ranked

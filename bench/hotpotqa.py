@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from smriti.bench.baselines import BM25Retriever, DenseRetriever, FusionRetriever, plain_tokens
+from smriti.bench.baselines import BM25Retriever, DenseRetriever, FusionRetriever, rank_with_baselines
 from smriti.bench.common import (
     RecallScores,
     bench_settings,
@@ -134,32 +134,6 @@ def questions_of(rows: list[dict[str, Any]]) -> list[Question]:
 # -- the run ------------------------------------------------------------------------------------
 
 
-def run_baselines(
-    passages: list[Passage], questions: list[Question], scores: Scores, timing: dict[str, list], embedder: Any
-) -> dict[str, list[list[str]]]:
-    """Index the passages in the baselines and ask every question; returns BM25's rankings per question id."""
-    bm25, dense = BM25Retriever(), DenseRetriever(embedder)
-    plain = BM25Retriever(tokens=plain_tokens, name=PLAIN_BM25)
-    for passage in passages:
-        with stopwatch(timing["store:bm25"]):
-            bm25.add(passage.title, passage.content)
-        with stopwatch(timing["store:plain"]):
-            plain.add(passage.title, passage.content)
-        with stopwatch(timing["store:dense"]):
-            dense.add(passage.title, passage.content)
-    fusion = FusionRetriever(bm25, dense)
-    bm25_ranked: dict[str, list[list[str]]] = {}
-    for retriever in (bm25, plain, dense, fusion):
-        for q in questions:
-            with stopwatch(timing[f"recall:{retriever.name}"]):
-                hits = retriever.search(q.text, max(KS))
-            ranked = [[doc_id] for doc_id, _ in hits]
-            scores.add(retriever.name, q, ranked)
-            if retriever is bm25:
-                bm25_ranked[q.qid] = ranked
-    return bm25_ranked
-
-
 def run_smriti(
     passages: list[Passage],
     questions: list[Question],
@@ -167,7 +141,7 @@ def run_smriti(
     scores: Scores,
     timing: dict[str, list],
     embedder: Any,
-    bm25_ranked: dict[str, list[list[str]]],
+    bm25_ranked: dict[int, list[list[str]]],
 ) -> tuple[list[dict[str, Any]], int]:
     """Store every passage, consolidate once, ask every question; returns explain records and dedupes."""
     from smriti.memory import Memory
@@ -189,12 +163,12 @@ def run_smriti(
         timing["consolidate"].append((time.perf_counter() - started) * 1000)
 
         records = []
-        for q in questions:
+        for index, q in enumerate(questions):
             with stopwatch(timing[f"recall:{SMRITI_RECALL}"]):
                 result = memory.recall(q.text, limit=max(KS), mode="recall", explain=True)
             ranked = [titles_of.get(item["id"], []) for item in result["results"]]
             scores.add(SMRITI_RECALL, q, ranked)
-            records.append(explain_record(q, result, ranked, bm25_ranked[q.qid], titles_of))
+            records.append(explain_record(q, result, ranked, bm25_ranked[index], titles_of))
         for q in questions:
             with stopwatch(timing[f"recall:{SMRITI_SEARCH}"]):
                 result = memory.recall(q.text, limit=max(KS), mode="search")
@@ -335,7 +309,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     scores, timing = Scores(), defaultdict(list)
     started = time.perf_counter()
-    bm25_ranked = run_baselines(passages, questions, scores, timing, embedder)
+    documents = [(passage.title, passage.content) for passage in passages]
+    bm25_ranked = rank_with_baselines(documents, questions, embedder, PLAIN_BM25, scores.add, timing, max(KS))
     with tempfile.TemporaryDirectory(prefix="smriti-hotpotqa-") as folder:
         records, merged = run_smriti(passages, questions, Path(folder), scores, timing, embedder, bm25_ranked)
     elapsed = time.perf_counter() - started

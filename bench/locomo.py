@@ -42,7 +42,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from smriti.bench.baselines import BM25Retriever, DenseRetriever, FusionRetriever, plain_tokens
+from smriti.bench.baselines import BM25Retriever, DenseRetriever, FusionRetriever, rank_with_baselines
 from smriti.bench.common import (
     RecallScores,
     bench_settings,
@@ -173,24 +173,8 @@ def run_conversation(
 
     end = max(t.when for t in turns) + timedelta(hours=1)
 
-    bm25, dense = BM25Retriever(), DenseRetriever(embedder)
-    plain = BM25Retriever(tokens=plain_tokens, name=PLAIN_BM25)
-    for turn in turns:
-        plain.add(turn.dia_id, turn.content)
-        with stopwatch(timing["store:bm25"]):
-            bm25.add(turn.dia_id, turn.content)
-        with stopwatch(timing["store:dense"]):
-            dense.add(turn.dia_id, turn.content)
-    fusion = FusionRetriever(bm25, dense)
-    bm25_ranked: dict[str, list[list[str]]] = {}
-    for retriever in (bm25, plain, dense, fusion):
-        for q in questions:
-            with stopwatch(timing[f"recall:{retriever.name}"]):
-                hits = retriever.search(q.text, max(KS))
-            ranked = [[doc_id] for doc_id, _ in hits]
-            scores.add(retriever.name, q, ranked)
-            if retriever is bm25:
-                bm25_ranked[q.text] = ranked
+    documents = [(turn.dia_id, turn.content) for turn in turns]
+    bm25_ranked = rank_with_baselines(documents, questions, embedder, PLAIN_BM25, scores.add, timing, max(KS))
 
     settings = bench_settings(storage, prune_threshold=0.0, embedding_dims=embedder_dims(embedder))
     memory = Memory.open(settings, user=sample["sample_id"], llm=None, embedder=embedder)
@@ -208,13 +192,13 @@ def run_conversation(
 
         def ask(system: str, mode: str, explain: bool = False) -> list[dict[str, Any]]:
             out = []
-            for q in questions:
+            for index, q in enumerate(questions):
                 with stopwatch(timing[f"recall:{system}"]):
                     result = memory.recall(q.text, limit=max(KS), mode=mode, explain=explain)
                 ranked = [dia_of.get(item["id"], []) for item in result["results"]]
                 scores.add(system, q, ranked)
                 if explain:
-                    out.append(explain_record(q, result, ranked, bm25_ranked[q.text], dia_of, last_session))
+                    out.append(explain_record(q, result, ranked, bm25_ranked[index], dia_of, last_session))
             return out
 
         # The full pipeline first: the passes after it do not depend on what it reinforced.
