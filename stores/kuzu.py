@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -132,6 +132,7 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
         self._keywords = KeywordIndex()
         self._engram_rows = EngramRows()  # loaded with _vectors (see _load_exact_caches)
         self._cues: dict[str, CueInfo] | None = None
+        self._cue_links: Counter[str] | None = None  # cue id -> engrams it encodes
         self._count: int | None = None
         # Engrams created by this process -> the edges made for them since ("cue", id) or
         # (rel, other id): lets link_cue/associate skip an existence query on the store path.
@@ -346,6 +347,7 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
                     self._keywords.add(engram_id, memory_type, text_of(content, summary))
         return changed
 
+    @locked  # the row cache must take these values before another write can land
     def reinforce(self, ids: Sequence[str], at: datetime, boost: float) -> dict[str, tuple[int, float]]:
         # One IN scan (~2 ms at 10k engrams) beats per-id updates: each of those is its own
         # write (~0.3 ms) and the batch still has to commit.
@@ -375,6 +377,7 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
         # A forgotten memory takes the facts it asserted with it.
         self._run("MATCH (:Cue)-[r:RelatesTo]->(:Cue) WHERE r.engram_id = $id DELETE r", {"id": engram_id})
         self._fresh.clear()  # other fresh engrams may remember an edge to this one
+        self._cue_links = None  # its cues lost a link; recounted when next asked
         if self._count is not None:
             self._count -= 1
         self._vectors.remove(engram_id)

@@ -41,6 +41,7 @@ class BatchWriteMixin:
         def _cue_map(self) -> dict[str, CueInfo]: ...
         def upsert_cue(self, cue: Cue) -> Cue: ...
         def _remember_relation(self, a: str, relation: str, b: str, engram_id: str) -> None: ...
+        def _count_new_links(self, cue_ids: Iterable[str]) -> None: ...
 
     def _create_cues(self, cues: dict[str, tuple[str, str]]) -> None:
         """Create cues without embeddings, name -> (id, cue_type), in one query (names are new)."""
@@ -117,6 +118,7 @@ class BatchWriteMixin:
             )
             if not created:
                 logger.debug("link_cues: engram %s does not exist", engram_id)
+            self._count_new_links(row[0] for row in created)
             if edges is not None:
                 edges.update(("cue", row[0]) for row in created)
         return stored

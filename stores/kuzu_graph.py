@@ -16,6 +16,7 @@ names the pair the other way round never doubles it.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,7 @@ class CueGraphMixin:
 
     if TYPE_CHECKING:  # provided by KuzuStore
         _cues: dict[str, CueInfo] | None
+        _cue_links: Counter[str] | None
         _fresh: dict[str, set[tuple[str, str]]]
 
         def _rows_by_ids(
@@ -53,6 +55,19 @@ class CueGraphMixin:
             rows = self._run("MATCH (c:Cue) RETURN c.name, c.id, c.cue_type, c.embedding IS NOT NULL")
             self._cues = {name: CueInfo(id_, cue_type, bool(has)) for name, id_, cue_type, has in rows}
         return self._cues
+
+    def _links_per_cue(self) -> Counter[str]:
+        """Engrams each cue encodes, by cue id. Counting them per recall scanned the cue table
+        (tens of ms at a few thousand memories); one aggregation, then kept in step by the link
+        methods, is a dict lookup. A deleted engram resets it (see delete_engram)."""
+        if self._cue_links is None:
+            rows = self._run("MATCH (c:Cue)<-[:EncodedBy]-(:Engram) RETURN c.id, count(*)")
+            self._cue_links = Counter({id_: int(n) for id_, n in rows})
+        return self._cue_links
+
+    def _count_new_links(self, cue_ids: Iterable[str]) -> None:
+        if self._cue_links is not None:
+            self._cue_links.update(cue_ids)
 
     @locked
     def upsert_cue(self, cue: Cue) -> Cue:
@@ -105,7 +120,9 @@ class CueGraphMixin:
         )[0][0]
         if not created:
             logger.debug("link_cue: engram %s or cue %s does not exist", engram_id, cue_id)
-        elif edges is not None:
+            return
+        self._count_new_links([cue_id])
+        if edges is not None:
             edges.add(("cue", cue_id))
 
     def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
@@ -139,17 +156,12 @@ class CueGraphMixin:
     @locked
     def cue_engram_counts(self, cue_names: Sequence[str]) -> dict[str, int]:
         """Keyed by the names as asked (matched normalised); cues that do not exist are left out."""
-        cue_ids = self._cue_ids(cue_names)
-        if not cue_ids:
+        cues = self._cue_map()
+        infos = {name: cues.get(normalise_cue_name(name)) for name in cue_names}
+        if not any(infos.values()):
             return {}
-        rows = self._run(
-            "MATCH (c:Cue) WHERE c.id IN $cues OPTIONAL MATCH (c)<-[:EncodedBy]-(e:Engram) "
-            "RETURN c.name, count(e)",
-            {"cues": cue_ids},
-        )
-        counts = {name: int(count) for name, count in rows}
-        asked = {name: normalise_cue_name(name) for name in cue_names}
-        return {name: counts[norm] for name, norm in asked.items() if norm in counts}
+        links = self._links_per_cue()
+        return {name: links.get(info.id, 0) for name, info in infos.items() if info is not None}
 
     def _ensure_cue(self, name: str) -> CueInfo:
         cue = self.upsert_cue(Cue(name=name))

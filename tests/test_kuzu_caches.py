@@ -1,7 +1,8 @@
-"""The Kuzu store's in-memory Engram rows (stores/row_cache.py) never drift from the file.
+"""The Kuzu store's in-memory copies never drift from the file: the Engram rows
+(stores/row_cache.py) and the number of engrams each cue encodes.
 
 A seeded random walk of every write the store offers runs against a real Kuzu file; after
-each step the cached reads must equal a direct read of the table, embeddings bit for bit.
+each step the cached reads must equal a direct read of the database, embeddings bit for bit.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 
 from smriti.config import Settings
 from smriti.stores import kuzu_schema as schema
-from smriti.stores.base import Engram
+from smriti.stores.base import Cue, Engram
 from smriti.stores.kuzu import KuzuStore, open_kuzu
 
 DIMS = 64  # the settings fixture's EMBEDDING_DIMS
@@ -32,6 +33,15 @@ def table(store: KuzuStore) -> dict[str, Engram]:
     """Every engram as the database returns it, bypassing the caches."""
     rows = store._run(f"MATCH (e:Engram) RETURN {schema.ENGRAM_RETURN}")
     return {engram.id: engram for engram in map(schema.engram_from_row, rows)}
+
+
+def link_counts(store: KuzuStore) -> dict[str, int]:
+    """Engrams per cue name, counted by the database (cues without links count 0)."""
+    rows = store._run("MATCH (c:Cue) OPTIONAL MATCH (c)<-[:EncodedBy]-(e:Engram) RETURN c.name, count(e)")
+    return {name: int(count) for name, count in rows}
+
+
+CUE_NAMES = [f"cue-{i}" for i in range(8)]
 
 
 def new_engram(rng: random.Random, number: int) -> Engram:
@@ -68,12 +78,14 @@ def test_cached_rows_follow_every_write(store: KuzuStore) -> None:
     rng = random.Random(11)
     for number in range(12):
         store.create_engram(new_engram(rng, number))
+    store.link_cues("e001", [Cue(name=CUE_NAMES[0])])
     store.vector_search(np.ones(DIMS).tolist(), 3)  # the first vector search loads the caches
     assert store._engram_rows.loaded and len(store._engram_rows) == 12
+    assert store.cue_engram_counts([CUE_NAMES[0]]) == {CUE_NAMES[0]: 1}  # loads the link counts
     created = 12
-    for step in range(120):
+    for step in range(160):
         ids = sorted(table(store))
-        action = rng.choice(["create", "update", "batch", "reinforce", "delete"])
+        action = rng.choice(["create", "update", "batch", "reinforce", "delete", "link", "link_one"])
         if action == "create" or not ids:
             store.create_engram(new_engram(rng, created))
             created += 1
@@ -85,8 +97,13 @@ def test_cached_rows_follow_every_write(store: KuzuStore) -> None:
         elif action == "reinforce":
             at = T0 + timedelta(days=step, microseconds=step)
             store.reinforce([*rng.sample(ids, min(len(ids), 4)), "ghost"], at, 0.15)
+        elif action == "link":
+            store.link_cues(rng.choice(ids), [Cue(name=n) for n in rng.sample(CUE_NAMES, 3)])
+        elif action == "link_one":
+            store.link_cue(rng.choice(ids), store.upsert_cue(Cue(name=rng.choice(CUE_NAMES))).id)
         else:
             store.delete_engram(rng.choice(ids))
+        assert store.cue_engram_counts([*CUE_NAMES, "no-such-cue"]) == link_counts(store), f"step {step}"
         expected = table(store)
         asked = [*sorted(expected), "ghost"]
         assert {e.id: e for e in store.get_engrams(asked)} == expected, f"step {step}: {action}"
