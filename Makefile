@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-run: $(STAMP)
-	$(VENV)/bin/smriti-mcp
+# stdout is the MCP channel: the set-up step reports on stderr, and make echoes nothing.
+run:
+	@$(MAKE) --no-print-directory install 1>&2
+	@$(VENV)/bin/smriti-mcp
 
 test: $(STAMP)
 	$(PY) -m pytest
