@@ -141,14 +141,19 @@ def test_unreachable_remote_is_retried_reported_and_never_blocks_the_store(
 def test_a_slow_push_does_not_hold_the_write_lock(git_settings, remotes, runtimes):
     repository = bare_repository(remotes)
     hook = repository / "hooks" / "pre-receive"
-    hook.write_text("#!/bin/sh\nsleep 2\n")
+    pushing = remotes.parent / "push-started"
+    hook.write_text(f"#!/bin/sh\ntouch '{pushing}'\nsleep 2\n")
     hook.chmod(0o755)
     runtime = runtimes(git_settings)
     runtime.memory.store("Alice prefers PostgreSQL for Atlas.")
 
     syncing = threading.Thread(target=runtime.sync)
     syncing.start()
-    time.sleep(0.5)  # the snapshot is taken; the push is waiting on the remote's hook
+    # Once the remote's hook runs, the snapshot is committed and the push is waiting on the hook.
+    deadline = time.monotonic() + 30
+    while not pushing.exists():
+        assert time.monotonic() < deadline, "the push never reached the remote"
+        time.sleep(0.02)
     started = time.monotonic()
     runtime.memory.store("Bob prefers cursor pagination for the orders API.")
     took = time.monotonic() - started
