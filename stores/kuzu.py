@@ -283,7 +283,8 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
     def cluster_ids(self, ids: Sequence[str]) -> dict[str, int]:
         with self._lock:
             if self._engram_rows.loaded:
-                return {e.id: e.cluster_id for e in self._engram_rows_of(ids)}
+                cached = (self._engram_rows.get(i, None) for i in dict.fromkeys(ids))
+                return {e.id: e.cluster_id for e in cached if e is not None}
         rows = self._rows_by_ids(
             "MATCH (e:Engram {id: $id}) RETURN e.id, e.cluster_id",
             "MATCH (e:Engram) WHERE e.id IN $ids RETURN e.id, e.cluster_id",
@@ -291,10 +292,6 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
             per_id_up_to=3,
         )
         return {id_: NO_CLUSTER if cluster is None else int(cluster) for id_, cluster in rows}
-
-    def _engram_rows_of(self, ids: Sequence[str]) -> list[Engram]:
-        cached = (self._engram_rows.get(i, None) for i in dict.fromkeys(ids))
-        return [engram for engram in cached if engram is not None]
 
     def update_engram(self, engram_id: str, **fields: Any) -> bool:
         if not fields:

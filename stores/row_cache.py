@@ -32,9 +32,6 @@ class EngramRows:
     def __len__(self) -> int:
         return len(self._rows)
 
-    def __contains__(self, engram_id: object) -> bool:
-        return engram_id in self._rows
-
     def invalidate(self) -> None:
         self.loaded = False
         self._rows = {}
