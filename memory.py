@@ -82,7 +82,6 @@ class Memory:
         with self.context.write_lock:
             if not self.context.store.delete_engram(memory_id.strip()):
                 raise NotFound(f"no memory with id {memory_id!r}")
-            self.context.cache.pop("vector_matrix", None)
         return {"forgotten": memory_id.strip()}
 
     def consolidate(

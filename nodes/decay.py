@@ -188,9 +188,6 @@ def prune(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str,
             )
         ]
         deleted = sum(1 for engram in doomed if context.store.delete_engram(engram.id))
-        if deleted:
-            # Recall may keep a matrix of embeddings; deleted engrams must leave it.
-            context.cache.pop("vector_matrix", None)
     if deleted:
         logger.info("pruned %d weak memories of %s", deleted, context.store.user)
     return {

@@ -14,6 +14,13 @@ from smriti.pipelines.state import ConsolidateState
 INDEXES_READY_KEY = "indexes_ready"
 
 
+def remember_index_state(context: MemoryContext, indexes: dict[str, bool]) -> bool:
+    """Note in the context whether every index the store reported is built; returns that."""
+    ready = bool(indexes) and all(indexes.values())
+    context.cache[INDEXES_READY_KEY] = ready
+    return ready
+
+
 @traced("indexes")
 def manage_indexes(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Build the HNSW vector and full-text indexes once engrams exceed INDEX_THRESHOLD; report their state.
@@ -25,6 +32,6 @@ def manage_indexes(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> 
     threshold = context.settings.index_threshold
     with context.write_lock:
         indexes = dict(context.store.ensure_indexes(threshold))
-    context.cache[INDEXES_READY_KEY] = bool(indexes) and all(indexes.values())
+    remember_index_state(context, indexes)
     built = ", ".join(f"{name}={'yes' if ready else 'no'}" for name, ready in indexes.items()) or "none"
     return {"report": {"indexes": indexes}, "_notes": f"threshold {threshold}: {built}"}

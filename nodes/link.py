@@ -8,6 +8,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from smriti.nodes.index import INDEXES_READY_KEY, remember_index_state
 from smriti.nodes.trace import traced
 from smriti.pipelines.context import MemoryContext
 from smriti.pipelines.state import StoreState
@@ -126,10 +127,9 @@ def inherit_cluster(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[
 def index_check(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Build the vector and full-text indexes lazily, once the store passes INDEX_THRESHOLD."""
     context = runtime.context
-    if context.cache.get("indexes_ready"):
+    if context.cache.get(INDEXES_READY_KEY):
         return {"_notes": "indexes already built"}
     with context.write_lock:
-        state_of = context.store.ensure_indexes(context.settings.index_threshold)
-    if all(state_of.values()):
-        context.cache["indexes_ready"] = True
+        state_of = dict(context.store.ensure_indexes(context.settings.index_threshold))
+    remember_index_state(context, state_of)
     return {"_notes": ", ".join(f"{k}={v}" for k, v in state_of.items())}
