@@ -52,17 +52,14 @@ def read_records(path: Path, embedding_dims: int | None) -> list[dict[str, Any]]
         InvalidInput: a line is not JSON, not a Smriti record, or carries embeddings of
             another dimension than this store's EMBEDDING_DIMS.
     """
-    from smriti.stores.records import RecordFormatError, parse_lines
+    from smriti.stores.records import RecordDimensionError, RecordFormatError, parse_lines
 
     try:
         with path.open(encoding="utf-8") as stream:
             return parse_lines(stream, embedding_dims)
     except RecordFormatError as error:
-        hint = (
-            "; import with the same embedding model or use --reembed"
-            if "dimensional" in error.message
-            else ""
-        )
+        hint = "; import with the same embedding model or use --reembed"
+        hint = hint if isinstance(error, RecordDimensionError) else ""
         raise InvalidInput(f"{path}:{error.line}: {error.message}{hint}") from None
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from smriti.stores.backup import BackupError, NoBackupFound, RestoreRefused
 from smriti.stores.base import utcnow
-from smriti.stores.records import RecordFormatError, parse_lines
+from smriti.stores.records import RecordDimensionError, RecordFormatError, parse_lines
 
 if TYPE_CHECKING:
     from smriti.stores.backup import Backup
@@ -118,5 +118,5 @@ def read_snapshot(path: Path, embedding_dims: int | None) -> list[dict[str, Any]
         with path.open(encoding="utf-8") as stream:
             return parse_lines(stream, embedding_dims)
     except RecordFormatError as error:
-        hint = ": restore with the same embedding model" if "dimensional" in error.message else ""
+        hint = ": restore with the same embedding model" if isinstance(error, RecordDimensionError) else ""
         raise BackupError(f"backup {error}{hint}") from None

@@ -124,6 +124,10 @@ class RecordFormatError(ValueError):
         self.message = message
 
 
+class RecordDimensionError(RecordFormatError):
+    """An engram record whose embedding has another dimension than the store's."""
+
+
 def parse_lines(lines: Iterable[str], embedding_dims: int | None) -> list[dict[str, Any]]:
     """Parse a whole export before anything is written, so a bad file changes nothing.
 
@@ -133,7 +137,8 @@ def parse_lines(lines: Iterable[str], embedding_dims: int | None) -> list[dict[s
             (re-embedding imports).
 
     Raises:
-        RecordFormatError: a line is not JSON, not a Smriti record, or has another dimension.
+        RecordFormatError: a line is not JSON or not a Smriti record.
+        RecordDimensionError: an engram embedding of another dimension.
     """
     records: list[dict[str, Any]] = []
     for number, line in enumerate(lines, start=1):
@@ -148,7 +153,7 @@ def parse_lines(lines: Iterable[str], embedding_dims: int | None) -> list[dict[s
             raise RecordFormatError(number, f"not a Smriti export record (kind {kind!r})")
         embedding = record.get("embedding")
         if embedding_dims and kind == "engram" and embedding is not None and len(embedding) != embedding_dims:
-            raise RecordFormatError(
+            raise RecordDimensionError(
                 number,
                 f"{len(embedding)}-dimensional embeddings, "
                 f"but this store uses EMBEDDING_DIMS={embedding_dims}",
