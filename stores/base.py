@@ -129,6 +129,30 @@ class Relation:
     created_at: datetime = field(default_factory=utcnow)
 
 
+def checked_cue_name(name: str) -> str:
+    """The normalised cue name.
+
+    Raises:
+        ValueError: the name is empty once normalised.
+    """
+    normalised = normalise_cue_name(name)
+    if not normalised:
+        raise ValueError("a cue name cannot be empty")
+    return normalised
+
+
+def checked_relation(relation: Relation) -> tuple[str, str, str]:
+    """(source cue name, relation name, target cue name), normalised and stripped.
+
+    Raises:
+        ValueError: the relation name or a cue name is empty.
+    """
+    name = relation.relation.strip()
+    if not name:
+        raise ValueError("a relation needs a name")
+    return checked_cue_name(relation.source), name, checked_cue_name(relation.target)
+
+
 def merge_cooccurrences(pairs: Iterable[tuple[str, str, float]]) -> dict[tuple[str, str], float]:
     """Normalised, unordered cue-name pairs with their summed deltas (self-pairs dropped).
 
@@ -137,9 +161,7 @@ def merge_cooccurrences(pairs: Iterable[tuple[str, str, float]]) -> dict[tuple[s
     """
     merged: dict[tuple[str, str], float] = {}
     for raw_a, raw_b, delta in pairs:
-        a, b = normalise_cue_name(raw_a), normalise_cue_name(raw_b)
-        if not a or not b:
-            raise ValueError("a cue name cannot be empty")
+        a, b = checked_cue_name(raw_a), checked_cue_name(raw_b)
         if a == b:
             continue
         key = (b, a) if (b, a) in merged else (a, b)

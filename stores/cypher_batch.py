@@ -18,11 +18,12 @@ from smriti.stores.base import (
     Association,
     Cue,
     Relation,
+    checked_cue_name,
+    checked_relation,
     merge_associations,
     merge_cooccurrences,
     new_id,
 )
-from smriti.stores.cypher_graph import checked_cue_name
 from smriti.stores.cypher_search import CUE_COLUMNS, cue_from_row, to_stored_time
 
 
@@ -97,10 +98,7 @@ class CypherBatchWriteMixin:
         """
         rows: dict[tuple[str, str, str, str], dict[str, Any]] = {}
         for relation in relations:
-            name = relation.relation.strip()
-            if not name:
-                raise ValueError("a relation needs a name")
-            a, b = checked_cue_name(relation.source), checked_cue_name(relation.target)
+            a, name, b = checked_relation(relation)
             rows.setdefault(
                 (a, name, b, relation.engram_id),
                 {

@@ -16,7 +16,16 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from smriti.stores.base import Association, Cue, CueHit, Relation, new_id, normalise_cue_name
+from smriti.stores.base import (
+    Association,
+    Cue,
+    CueHit,
+    Relation,
+    checked_cue_name,
+    checked_relation,
+    new_id,
+    normalise_cue_name,
+)
 from smriti.stores.cypher_search import (
     CUE_COLUMNS,
     association_from_row,
@@ -36,18 +45,6 @@ _ASSOCIATION_COLUMNS = (
     "a.id AS source_id, b.id AS target_id, r.strength AS strength, "
     "r.relation_type AS relation_type, r.created_at AS created_at"
 )
-
-
-def checked_cue_name(name: str) -> str:
-    """The normalised cue name.
-
-    Raises:
-        ValueError: the name is empty once normalised.
-    """
-    normalised = normalise_cue_name(name)
-    if not normalised:
-        raise ValueError("a cue name cannot be empty")
-    return normalised
 
 
 class CypherCueGraphMixin:
@@ -155,14 +152,12 @@ class CypherCueGraphMixin:
         Raises:
             ValueError: the relation name or a cue name is empty.
         """
-        name = relation.relation.strip()
-        if not name:
-            raise ValueError("a relation needs a name")
+        a, name, b = checked_relation(relation)
         self._q(
             f"{_MERGE_CUES} MERGE (a)-[r:RelatesTo {{relation: $relation, engram_id: $engram_id}}]->(b) "
             "ON CREATE SET r.created_at = $created_at",
-            a=checked_cue_name(relation.source),
-            b=checked_cue_name(relation.target),
+            a=a,
+            b=b,
             id_a=new_id(),
             id_b=new_id(),
             relation=name,

@@ -19,10 +19,11 @@ from smriti.stores.base import (
     Association,
     Cue,
     Relation,
+    checked_cue_name,
+    checked_relation,
     merge_associations,
     merge_cooccurrences,
     new_id,
-    normalise_cue_name,
 )
 from smriti.stores.kuzu_graph import CueInfo
 from smriti.stores.kuzu_schema import locked, to_db
@@ -75,9 +76,7 @@ class BatchWriteMixin:
         """
         wanted: dict[str, Cue] = {}
         for cue in cues:
-            name = normalise_cue_name(cue.name)
-            if not name:
-                raise ValueError("a cue name cannot be empty")
+            name = checked_cue_name(cue.name)
             if name not in wanted:
                 self._check_dims(cue.embedding, f"the embedding of cue {name!r}")
                 wanted[name] = cue
@@ -163,12 +162,7 @@ class BatchWriteMixin:
         """Batch of :meth:`add_relation`; cues it creates get ``cue_type``. At most three queries."""
         wanted: dict[tuple[str, str, str, str], Relation] = {}
         for relation in relations:
-            name = relation.relation.strip()
-            source, target = normalise_cue_name(relation.source), normalise_cue_name(relation.target)
-            if not name:
-                raise ValueError("a relation needs a name")
-            if not source or not target:
-                raise ValueError("a cue name cannot be empty")
+            source, name, target = checked_relation(relation)
             wanted.setdefault((source, name, target, relation.engram_id), relation)
         if not wanted:
             return

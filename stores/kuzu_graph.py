@@ -22,7 +22,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from smriti.stores import kuzu_schema as schema
-from smriti.stores.base import Association, Cue, CueHit, Relation, normalise_cue_name
+from smriti.stores.base import (
+    Association,
+    Cue,
+    CueHit,
+    Relation,
+    checked_cue_name,
+    checked_relation,
+    normalise_cue_name,
+)
 from smriti.stores.kuzu_schema import association_from_row, from_db, locked, to_db
 
 logger = logging.getLogger(__name__)
@@ -76,9 +84,7 @@ class CueGraphMixin:
         Raises:
             ValueError: the name is empty once normalised.
         """
-        name = normalise_cue_name(cue.name)
-        if not name:
-            raise ValueError("a cue name cannot be empty")
+        name = checked_cue_name(cue.name)
         info = self._cue_map().get(name)
         if info is not None:
             embedding = None
@@ -189,10 +195,9 @@ class CueGraphMixin:
     @locked
     def add_relation(self, relation: Relation) -> None:
         """Idempotent per (source, relation, target, engram_id); missing cues are created."""
-        if not relation.relation.strip():
-            raise ValueError("a relation needs a name")
-        a, b = self._ensure_cue(relation.source), self._ensure_cue(relation.target)
-        params = {"a": a.id, "b": b.id, "relation": relation.relation.strip(), "engram": relation.engram_id}
+        source, name, target = checked_relation(relation)
+        a, b = self._ensure_cue(source), self._ensure_cue(target)
+        params = {"a": a.id, "b": b.id, "relation": name, "engram": relation.engram_id}
         if self._run(
             "MATCH (a:Cue {id: $a})-[r:RelatesTo]->(b:Cue {id: $b}) "
             "WHERE r.relation = $relation AND r.engram_id = $engram RETURN count(r)",
