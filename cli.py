@@ -38,8 +38,8 @@ from smriti.cli_render import (
     trace_renderables,
 )
 from smriti.cli_transfer import export_to, import_from
-from smriti.config import SettingsError, load_settings
-from smriti.errors import InvalidInput, NotFound
+from smriti.config import load_settings
+from smriti.errors import SmritiError
 
 if TYPE_CHECKING:
     from smriti.config import Settings
@@ -88,15 +88,11 @@ def _fail(message: str, code: int) -> typer.Exit:
 
 @contextmanager
 def _handled() -> Iterator[None]:
-    """Known errors become one red line and an exit code; anything else is a bug and propagates."""
-    from smriti.stores.base import StoreError, UnsafeUserError
-
+    """Smriti's errors become one red line and their exit code; anything else is a bug and propagates."""
     try:
         yield
-    except (SettingsError, InvalidInput, UnsafeUserError) as error:
-        raise _fail(str(error), 2) from None
-    except (NotFound, StoreError) as error:
-        raise _fail(str(error), 1) from None
+    except SmritiError as error:
+        raise _fail(str(error), error.exit_code) from None
 
 
 def _settings(ctx: typer.Context) -> Settings:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from smriti.errors import InvalidInput
-from smriti.stores.base import StoreError
+from smriti.errors import InvalidInput, StoreError
 
 
 def call_tool(url: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -16,16 +16,14 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from smriti.errors import SettingsError
+
 
 def _default_user() -> str:
     try:
         return getpass.getuser()
     except Exception:  # no passwd entry (some containers): still start, as a named default
         return "default"
-
-
-class SettingsError(ValueError):
-    """A configuration problem, worded for the person who set the variable."""
 
 
 class Settings(BaseSettings):

@@ -1,11 +1,117 @@
-"""Errors a caller can act on. The MCP server turns them into tool errors, the CLI into messages."""
+"""Every error Smriti raises on purpose, under one root.
+
+Entry points (the MCP server, the CLI, the LangChain tools) catch :class:`SmritiError` once
+and word it for people; anything else is a bug and keeps its traceback in the log.
+
+Two branches tell the caller what to do next:
+
+* :class:`UserError`: the request, the configuration or the data given cannot be used as
+  it is. Nothing was changed; the user must change something. CLI exit code 2.
+* :class:`OperationError`: a store, a model provider or a backup remote failed while doing
+  what was asked. The request was fine; retrying later may work. CLI exit code 1.
+
+The classes live here so every module agrees on the tree; the modules that used to define
+them (``smriti.stores.base``, ``smriti.stores.backup``, ``smriti.config``, ...) re-export
+them, so existing imports keep working.
+"""
 
 from __future__ import annotations
 
 
-class InvalidInput(ValueError):
+class SmritiError(Exception):
+    """Root of every error Smriti raises on purpose."""
+
+    exit_code = 1
+
+
+# ----------------------------------------------------------------------------- user errors
+class UserError(SmritiError):
+    """Bad input, configuration or a refused request: nothing was changed."""
+
+    exit_code = 2
+
+
+class InvalidInput(UserError, ValueError):
     """A request that cannot be carried out as asked (nothing was changed)."""
 
 
-class NotFound(LookupError):
+class NotFound(UserError, LookupError):
     """No memory with that id for this user."""
+
+    exit_code = 1  # like grep: the request was well formed, nothing matched
+
+
+class SettingsError(UserError, ValueError):
+    """One or more environment variables are invalid (one line per variable)."""
+
+
+class UnsafeUserError(UserError, ValueError):
+    """The user name cannot be used as a folder, database or graph name."""
+
+
+class RecordFormatError(InvalidInput):
+    """A line of a JSON Lines export that is not a valid Smriti record."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+        self.message = message
+
+
+class RecordDimensionError(RecordFormatError):
+    """An imported embedding has another dimension than the store's."""
+
+
+class BackupDisabled(InvalidInput):
+    """A backup operation was asked for while ``BACKUP_TYPE=none``."""
+
+
+# ----------------------------------------------------------------------------- operation errors
+class OperationError(SmritiError, RuntimeError):
+    """A store, model or backup failure while carrying out a valid request."""
+
+    exit_code = 1
+
+
+class StoreError(OperationError):
+    """A backend failed in a way the caller should report (not a bug in the caller)."""
+
+
+class EmbeddingMismatchError(StoreError):
+    """The store was written with another embedding model or dimension."""
+
+
+class ProviderError(OperationError):
+    """A chat or embedding model could not be built or called."""
+
+
+class BackupError(StoreError):
+    """A backup or restore failed; the local memory is intact."""
+
+
+class RemoteError(BackupError):
+    """The backup remote could not be reached or refused the operation."""
+
+
+class NoBackupFound(BackupError):
+    """The remote holds no backup for this user."""
+
+
+class RestoreRefused(BackupError):
+    """A restore would overwrite local memories and was not forced."""
+
+
+def first_smriti_error(error: BaseException) -> SmritiError | None:
+    """``error`` itself or the first SmritiError inside (nested) exception groups, else None.
+
+    Task groups (the server's lifespan) wrap what they raise in exception groups; the
+    message a person needs is the Smriti error inside.
+    """
+    if isinstance(error, SmritiError):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = first_smriti_error(inner)
+            if found is not None:
+                return found
+    return None

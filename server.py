@@ -7,10 +7,12 @@ the background, and on shutdown stops them, runs a final sync and closes the dat
 
 Decisions worth knowing:
 
+* Tools are module-level functions on a typed lifespan context (``Context[Runtime, Any]``),
+  as in the SDK's examples; ``build_server`` only wires the lifespan and registers them.
 * Every tool validates its arguments before touching the store (the same validators the
-  pipelines use, so messages match the CLI) and maps :class:`InvalidInput`/:class:`NotFound`
-  to a tool error; any other exception is logged with its traceback and returned as a
-  tool error too, so a failing LLM or embedding endpoint never takes the server down.
+  pipelines use, so messages match the CLI). A :class:`~smriti.errors.SmritiError` becomes a
+  tool error worded for people; any other exception is logged with its traceback and
+  returned as a tool error too, so a failing model or backend never takes the server down.
 * Memory methods are synchronous (embedded databases, LangGraph ``invoke``): they run in a
   worker thread so the event loop keeps answering other requests.
 * Results carry ``structured_content`` (validated against the advertised output schema)
@@ -30,7 +32,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -38,10 +40,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from smriti.config import Settings, SettingsError, load_settings
-from smriti.errors import InvalidInput, NotFound
+from smriti.config import Settings, load_settings
+from smriti.errors import SmritiError, UserError
 from smriti.nodes.inputs import check_content, check_importance, check_limit, check_memory_type, check_mode
 from smriti.server_runtime import (
+    Runtime,
     close_runtime,
     describe_status,
     open_runtime,
@@ -58,17 +61,13 @@ from smriti.server_schemas import (
     RecallResult,
     StoreResult,
 )
-from smriti.stores.base import StoreError
-
-if TYPE_CHECKING:
-    from smriti.server_runtime import Runtime
 
 logger = logging.getLogger("smriti.server")
 
 
 # ----------------------------------------------------------------------------- tool plumbing
-def _runtime(ctx: Context) -> Runtime:
-    return ctx.request_context.lifespan_context
+ToolContext = Context[Runtime, Any]
+"""What every tool receives: the request context whose lifespan context is the open Runtime."""
 
 
 def _result(payload: dict[str, Any]) -> CallToolResult:
@@ -81,12 +80,12 @@ async def _call[T](what: str, func: Callable[..., T], *args: Any, **kwargs: Any)
     """Run a synchronous Memory call in a worker thread and turn failures into tool errors."""
     try:
         return await anyio.to_thread.run_sync(functools.partial(func, *args, **kwargs))
-    except (InvalidInput, NotFound) as error:  # BackupDisabled is an InvalidInput
+    except UserError as error:  # bad input, unknown id, refused: the message says what to change
         raise ToolError(str(error)) from None
-    except StoreError as error:  # an anticipated backend or model failure, already worded for people
+    except SmritiError as error:  # an anticipated backend, model or backup failure, worded for people
         logger.warning("%s failed: %s", what, error)
         raise ToolError(f"{what} failed: {error}") from None
-    except Exception as error:  # why: a model or backend failure must not end the session
+    except Exception as error:  # why: a bug or an unforeseen failure must not end the session
         logger.exception("%s failed", what)
         message = str(error).splitlines()[0][:300] if str(error) else ""
         raise ToolError(f"{what} failed: {type(error).__name__}: {message}".rstrip(": ")) from None
@@ -95,8 +94,103 @@ async def _call[T](what: str, func: Callable[..., T], *args: Any, **kwargs: Any)
 def _check[T](check: Callable[..., T], *args: Any) -> T:
     try:
         return check(*args)
-    except InvalidInput as error:
+    except UserError as error:
         raise ToolError(str(error)) from None
+
+
+# ----------------------------------------------------------------------------- the tools
+async def smriti_store(
+    ctx: ToolContext,
+    content: Annotated[str, Field(description="The memory, as self-contained sentences")],
+    importance: Annotated[float, Field(description="0.0-1.0; 0.8+ is never pruned")] = 0.5,
+    tags: Annotated[str, Field(description="Comma-separated labels")] = "",
+    source: Annotated[str, Field(description="Origin label, e.g. meeting-notes")] = "",
+) -> Annotated[CallToolResult, StoreResult]:
+    runtime = ctx.request_context.lifespan_context
+    _check(check_content, content, runtime.settings.max_content_chars)
+    _check(check_importance, importance)
+    stored = await _call(
+        "store", runtime.memory.store, content, importance=importance, tags=tags, source=source
+    )
+    payload = {key: stored[key] for key in StoreResult.__annotations__}
+    payload["cues"] = [{"name": c["name"], "type": c.get("type", "keyword")} for c in stored["cues"]]
+    return _result(payload)
+
+
+async def smriti_recall(
+    ctx: ToolContext,
+    query: Annotated[str, Field(description="Natural-language question or keywords")] = "",
+    limit: Annotated[int, Field(description="Maximum number of results")] = 5,
+    mode: Annotated[
+        Mode, Field(description="recall (deep), search (vector only) or list (recent)")
+    ] = "recall",
+    memory_type: Annotated[str | None, Field(description="Filter: episodic, semantic or procedural")] = None,
+    explain: Annotated[bool, Field(description="Add the per-step trace and score components")] = False,
+) -> Annotated[CallToolResult, RecallResult]:
+    runtime = ctx.request_context.lifespan_context
+    _check(check_mode, mode)
+    _check(check_limit, limit, runtime.settings.memory_fabric_max_results)
+    memory_type = _check(check_memory_type, memory_type)
+    result = await _call(
+        "recall",
+        runtime.memory.recall,
+        query,
+        limit=limit,
+        mode=mode,
+        memory_type=memory_type,
+        explain=explain,
+    )
+    return _result(result)
+
+
+async def smriti_manage(
+    ctx: ToolContext,
+    action: Annotated[Action, Field(description="forget, sync, consolidate or stats")],
+    memory_id: Annotated[str, Field(description="Id of the memory to forget (forget only)")] = "",
+) -> Annotated[CallToolResult, ManageResult]:
+    runtime = ctx.request_context.lifespan_context
+    details: dict[str, Any]
+    if action == "forget":
+        if not memory_id.strip():
+            raise ToolError("memory_id is required to forget a memory (take it from a recall result)")
+        details = await _call("forget", runtime.memory.forget, memory_id)
+        message = f"forgot memory {details.get('forgotten', memory_id.strip())}"
+    elif action == "sync":
+        details = await _call("sync", runtime.sync)
+        message = "backup synced"
+    elif action == "consolidate":
+        report = await _call("consolidate", runtime.consolidate)
+        details = {k: v for k, v in report.items() if k != "trace"}
+        message = "consolidation finished"
+    elif action == "stats":
+        details = await _call("stats", describe_status, runtime)
+        message = f"{details.get('engrams', 0)} memories, {details.get('clusters', 0)} clusters"
+    else:  # the schema already restricts action; kept for direct callers
+        raise ToolError(f"unknown action {action!r}; use forget, sync, consolidate or stats")
+    return _result({"action": action, "message": message, "details": details})
+
+
+TOOLS: tuple[tuple[Callable[..., Any], str, str, ToolAnnotations], ...] = (
+    (
+        smriti_store,
+        "Remember",
+        STORE_DESCRIPTION,
+        ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+    ),
+    # Recall only bumps access statistics (reinforcement); it never changes what is remembered.
+    (
+        smriti_recall,
+        "Recall",
+        RECALL_DESCRIPTION,
+        ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    ),
+    (
+        smriti_manage,
+        "Manage memory",
+        MANAGE_DESCRIPTION,
+        ToolAnnotations(read_only_hint=False, destructive_hint=True),
+    ),
+)
 
 
 # ----------------------------------------------------------------------------- the server
@@ -137,95 +231,8 @@ def build_server(settings: Settings, *, on_shutdown: Callable[[], None] | None =
         lifespan=lifespan,
         log_level=settings.log_level,
     )
-
-    @server.tool(
-        name="smriti_store",
-        title="Remember",
-        description=STORE_DESCRIPTION,
-        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
-    )
-    async def smriti_store(
-        ctx: Context,
-        content: Annotated[str, Field(description="The memory, as self-contained sentences")],
-        importance: Annotated[float, Field(description="0.0-1.0; 0.8+ is never pruned")] = 0.5,
-        tags: Annotated[str, Field(description="Comma-separated labels")] = "",
-        source: Annotated[str, Field(description="Origin label, e.g. meeting-notes")] = "",
-    ) -> Annotated[CallToolResult, StoreResult]:
-        runtime = _runtime(ctx)
-        _check(check_content, content, settings.max_content_chars)
-        _check(check_importance, importance)
-        stored = await _call(
-            "store", runtime.memory.store, content, importance=importance, tags=tags, source=source
-        )
-        payload = {key: stored[key] for key in StoreResult.__annotations__}
-        payload["cues"] = [{"name": c["name"], "type": c.get("type", "keyword")} for c in stored["cues"]]
-        return _result(payload)
-
-    @server.tool(
-        name="smriti_recall",
-        title="Recall",
-        description=RECALL_DESCRIPTION,
-        # Recall only bumps access statistics (reinforcement); it never changes what is remembered.
-        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
-    )
-    async def smriti_recall(
-        ctx: Context,
-        query: Annotated[str, Field(description="Natural-language question or keywords")] = "",
-        limit: Annotated[int, Field(description="Maximum number of results")] = 5,
-        mode: Annotated[
-            Mode, Field(description="recall (deep), search (vector only) or list (recent)")
-        ] = "recall",
-        memory_type: Annotated[
-            str | None, Field(description="Filter: episodic, semantic or procedural")
-        ] = None,
-        explain: Annotated[bool, Field(description="Add the per-step trace and score components")] = False,
-    ) -> Annotated[CallToolResult, RecallResult]:
-        runtime = _runtime(ctx)
-        _check(check_mode, mode)
-        _check(check_limit, limit, settings.memory_fabric_max_results)
-        memory_type = _check(check_memory_type, memory_type)
-        result = await _call(
-            "recall",
-            runtime.memory.recall,
-            query,
-            limit=limit,
-            mode=mode,
-            memory_type=memory_type,
-            explain=explain,
-        )
-        return _result(result)
-
-    @server.tool(
-        name="smriti_manage",
-        title="Manage memory",
-        description=MANAGE_DESCRIPTION,
-        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True),
-    )
-    async def smriti_manage(
-        ctx: Context,
-        action: Annotated[Action, Field(description="forget, sync, consolidate or stats")],
-        memory_id: Annotated[str, Field(description="Id of the memory to forget (forget only)")] = "",
-    ) -> Annotated[CallToolResult, ManageResult]:
-        runtime = _runtime(ctx)
-        if action == "forget":
-            if not memory_id.strip():
-                raise ToolError("memory_id is required to forget a memory (take it from a recall result)")
-            details = await _call("forget", runtime.memory.forget, memory_id)
-            message = f"forgot memory {details.get('forgotten', memory_id.strip())}"
-        elif action == "sync":
-            details = await _call("sync", runtime.sync)
-            message = "backup synced"
-        elif action == "consolidate":
-            report = await _call("consolidate", runtime.consolidate)
-            details = {k: v for k, v in report.items() if k != "trace"}
-            message = "consolidation finished"
-        elif action == "stats":
-            details = await _call("stats", describe_status, runtime)
-            message = f"{details.get('engrams', 0)} memories, {details.get('clusters', 0)} clusters"
-        else:  # the schema already restricts action; kept for direct callers
-            raise ToolError(f"unknown action {action!r}; use forget, sync, consolidate or stats")
-        return _result({"action": action, "message": message, "details": details})
-
+    for tool, title, description, hints in TOOLS:
+        server.add_tool(tool, name=tool.__name__, title=title, description=description, annotations=hints)
     return server
 
 
@@ -369,7 +376,7 @@ def main(argv: list[str] | None = None) -> None:
     args = _parse_args(argv)
     try:
         settings = load_settings()
-    except SettingsError as error:
+    except SmritiError as error:
         print(f"smriti-mcp: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     serve(settings, args.transport, args.host, args.port)

@@ -11,17 +11,14 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from smriti.errors import InvalidInput
+from smriti.errors import BackupDisabled as BackupDisabled
+from smriti.errors import BackupError, NoBackupFound, first_smriti_error
 
 if TYPE_CHECKING:
     from smriti.config import Settings
     from smriti.memory import Memory
 
 logger = logging.getLogger("smriti.server")
-
-
-class BackupDisabled(InvalidInput):
-    """A backup operation was asked for while ``BACKUP_TYPE=none``."""
 
 
 BACKUP_DISABLED_MESSAGE = (
@@ -54,8 +51,6 @@ class Runtime:
         result = _as_dict(self.backup.sync())
         if result.get("error"):
             # why: the backup already recorded the failure; on demand the caller must see it too
-            from smriti.stores.backup import BackupError
-
             attempts = result.get("attempts") or 0
             tries = f" after {attempts} attempt(s)" if attempts > 1 else ""
             raise BackupError(
@@ -115,8 +110,6 @@ def open_backup(settings: Settings, memory: Memory) -> Any | None:
 
 def _restore_on_start(backup: Any, memory: Memory) -> None:
     """BACKUP_RESTORE_ON_START: fill an empty memory from the backup (a new machine)."""
-    from smriti.stores.backup import NoBackupFound
-
     if memory.context.store.count_engrams() > 0:
         return
     try:
@@ -184,15 +177,5 @@ def describe_status(runtime: Runtime) -> dict[str, Any]:
 
 def startup_error(error: BaseException) -> str | None:
     """A one-line message for a known start-up failure (inside exception groups too), else None."""
-    from smriti.config import SettingsError
-    from smriti.stores.base import StoreError, UnsafeUserError
-
-    known = (SettingsError, StoreError, UnsafeUserError, InvalidInput)
-    if isinstance(error, known):
-        return str(error)
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            message = startup_error(inner)
-            if message is not None:
-                return message
-    return None
+    known = first_smriti_error(error)
+    return None if known is None else str(known)

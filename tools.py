@@ -16,9 +16,11 @@ model as tool errors it can read and correct, instead of ending the run.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from smriti.errors import InvalidInput, NotFound
+from smriti.errors import SmritiError
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -110,28 +112,31 @@ def as_tools(memory_or_context: Memory | MemoryContext) -> list[BaseTool]:
     memory = as_memory(memory_or_context)
     maximum = memory.context.settings.memory_fabric_max_results
 
-    def remember(content: str, importance: float = 0.5, tags: str = "") -> tuple[str, dict[str, Any]]:
+    @contextmanager
+    def reported_to_the_model() -> Iterator[None]:
+        # The model reads the message and can correct its call (or tell the user the store
+        # failed) instead of the agent run ending; anything else is a bug and propagates.
         try:
-            output = memory.store(content, importance=importance, tags=tags, source="agent")
-        except InvalidInput as error:
+            yield
+        except SmritiError as error:
             raise ToolException(str(error)) from error
+
+    def remember(content: str, importance: float = 0.5, tags: str = "") -> tuple[str, dict[str, Any]]:
+        with reported_to_the_model():
+            output = memory.store(content, importance=importance, tags=tags, source="agent")
         artifact = {k: v for k, v in output.items() if k != "trace"}
         if output["deduplicated"]:
             return f"Already known; reinforced memory {output['id']}.", artifact
         return f"Remembered as {output['id']} ({output['memory_type']}).", artifact
 
     def recall(query: str = "", limit: int = 5) -> tuple[str, dict[str, Any]]:
-        try:
+        with reported_to_the_model():
             result = memory.recall(query, limit=max(1, min(int(limit), maximum)))
-        except InvalidInput as error:
-            raise ToolException(str(error)) from error
         return format_recall(result), result
 
     def forget(memory_id: str) -> tuple[str, dict[str, Any]]:
-        try:
+        with reported_to_the_model():
             output = memory.forget(memory_id)
-        except (InvalidInput, NotFound) as error:
-            raise ToolException(str(error)) from error
         return f"Forgot memory {output['forgotten']}.", output
 
     tools = [

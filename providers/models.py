@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from smriti.stores.base import EmbeddingMismatchError
+from smriti.errors import EmbeddingMismatchError, ProviderError
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -23,10 +23,6 @@ if TYPE_CHECKING:
     from smriti.stores.base import GraphStore
 
 log = logging.getLogger(__name__)
-
-
-class ProviderError(RuntimeError):
-    """A model provider cannot be built from the settings."""
 
 
 def build_chat_model(settings: Settings) -> BaseChatModel | None:

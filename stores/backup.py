@@ -28,7 +28,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from smriti.stores.base import StoreError, utcnow, validate_user_name
+# Re-exported (backup_git, backup_s3 and callers import them from here).
+from smriti.errors import BackupError as BackupError
+from smriti.errors import NoBackupFound as NoBackupFound
+from smriti.errors import RemoteError as RemoteError
+from smriti.errors import RestoreRefused as RestoreRefused
+from smriti.stores.base import utcnow, validate_user_name
 from smriti.stores.records import LOCAL_META_KEYS
 
 if TYPE_CHECKING:
@@ -40,22 +45,6 @@ logger = logging.getLogger("smriti.backup")
 SNAPSHOT_NAME = "memory.jsonl"
 MANIFEST_NAME = "manifest.json"
 EDGE_KINDS = ("encoded_by", "associated_with", "co_occurs", "relates_to")
-
-
-class BackupError(StoreError):
-    """A backup operation failed; the message is one line meant for the user."""
-
-
-class RemoteError(BackupError):
-    """The remote failed (network, auth, conflict): worth retrying, local data untouched."""
-
-
-class NoBackupFound(BackupError):
-    """The remote holds no backup for this user yet."""
-
-
-class RestoreRefused(BackupError):
-    """Restoring would overwrite a non-empty local memory and ``force`` was not given."""
 
 
 @dataclass(frozen=True)

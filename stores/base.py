@@ -18,6 +18,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
+# Re-exported: these errors were defined here before errors.py held them all.
+from smriti.errors import EmbeddingMismatchError as EmbeddingMismatchError
+from smriti.errors import StoreError as StoreError
+from smriti.errors import UnsafeUserError
+
 MemoryType = Literal["episodic", "semantic", "procedural"]
 MEMORY_TYPES: tuple[str, ...] = ("episodic", "semantic", "procedural")
 NO_CLUSTER = -1
@@ -25,18 +30,6 @@ NO_CLUSTER = -1
 # A user name becomes a folder, a database or a graph name: keep it to a conservative
 # alphabet so it can never escape its folder or name somebody else's graph.
 _USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
-class StoreError(RuntimeError):
-    """A backend failed in a way the caller should report (not a bug in the caller)."""
-
-
-class UnsafeUserError(ValueError):
-    """The user name cannot be used as a folder, database or graph name."""
-
-
-class EmbeddingMismatchError(StoreError):
-    """The store was written with another embedding model or dimension."""
 
 
 def validate_user_name(user: str) -> str:

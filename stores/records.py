@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from smriti.errors import RecordDimensionError as RecordDimensionError
+from smriti.errors import RecordFormatError
 from smriti.stores.base import Association, Cue, Engram, Relation
 
 if TYPE_CHECKING:
@@ -113,19 +115,6 @@ def meta_record(key: str, value: str) -> dict[str, Any]:
 
 # Metadata that describes the physical store, not the memories: never carried across.
 LOCAL_META_KEYS = frozenset({"schema_version", "vector_index", "fulltext_index"})
-
-
-class RecordFormatError(ValueError):
-    """A line of a JSON Lines export that is not a valid Smriti record."""
-
-    def __init__(self, line: int, message: str) -> None:
-        super().__init__(f"line {line}: {message}")
-        self.line = line
-        self.message = message
-
-
-class RecordDimensionError(RecordFormatError):
-    """An engram record whose embedding has another dimension than the store's."""
 
 
 def parse_lines(lines: Iterable[str], embedding_dims: int | None) -> list[dict[str, Any]]:

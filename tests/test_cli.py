@@ -221,6 +221,15 @@ def test_settings_error_is_one_line_and_exit_2(cli, tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_missing_model_package_is_one_line_and_exit_1(cli, tmp_path):
+    # sentence-transformers is not installed in the test environment: a ProviderError.
+    env = {**make_env(tmp_path / "store"), "EMBEDDING_PROVIDER": "local"}
+    result = cli("stats", env=env)
+    assert result.exit_code == 1, (result.stdout, result.stderr, result.exception)
+    assert "sentence-transformers" in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
 def test_unsafe_user_is_refused(cli, tmp_path):
     env = {**make_env(tmp_path / "store"), "ACCESSING_USER": "../escape"}
     result = cli("list", env=env)

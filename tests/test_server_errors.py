@@ -185,6 +185,17 @@ def test_unsafe_user_exits_1_with_one_message(tmp_path):
     assert "user name" in stderr and "Traceback" not in stderr and result.stdout == b""
 
 
+def test_missing_model_package_exits_1_with_one_line(tmp_path):
+    # EMBEDDING_PROVIDER=local needs sentence-transformers, which the test install leaves out:
+    # a ProviderError, once a 95-line traceback, is now one line like every other Smriti error.
+    result = _run_server(tmp_path, EMBEDDING_PROVIDER="local")
+    stderr = result.stderr.decode()
+    assert result.returncode == 1, stderr
+    assert "Traceback" not in stderr and result.stdout == b""
+    lines = [line for line in stderr.splitlines() if line.startswith("smriti-mcp: ")]
+    assert len(lines) == 1 and "sentence-transformers" in lines[0], stderr
+
+
 def test_background_consolidation_runs_periodically_and_survives_failures(server_settings, monkeypatch):
     import smriti.server as server_module
 
