@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint format bench clean
+.PHONY: install run test lint typecheck format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,12 +20,32 @@ run:
 	@$(MAKE) --no-print-directory install 1>&2
 	@$(VENV)/bin/smriti-mcp
 
-test: $(STAMP)
-	$(PY) -m pytest
+# langchain-mcp-adapters pins mcp < 2, so it cannot live beside the server: the interop test
+# runs it from its own environment, built here rather than inside a test.
+ADAPTERS_VENV := .venv-adapters
+ADAPTERS_STAMP := $(ADAPTERS_VENV)/.installed
+$(ADAPTERS_STAMP): tests/adapters-requirements.txt
+	test -x $(ADAPTERS_VENV)/bin/python || $(PYTHON) -m venv $(ADAPTERS_VENV)
+	$(ADAPTERS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/adapters-requirements.txt
+	touch $@
 
-lint: $(STAMP)
+# Most tests wait on subprocesses and sockets, not the CPU: four workers on two cores.
+test: $(STAMP) $(ADAPTERS_STAMP)
+	$(PY) -m pytest -n 4
+
+lint: $(STAMP) typecheck
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# mypy cannot follow setuptools' mapping of the root to `smriti`: give it a folder whose
+# `smriti` entry links to the root, and name the library's modules and packages (not tests,
+# bench, notebooks or examples, which are not part of the installed package).
+TYPECHECK_PATH := $(VENV)/typecheck
+TOP_MODULES := $(filter-out __init__,$(basename $(wildcard *.py)))
+MYPY_TARGETS := -m smriti $(addprefix -m smriti.,$(TOP_MODULES)) $(addprefix -p smriti.,pipelines nodes stores providers)
+typecheck: $(STAMP)
+	@mkdir -p $(TYPECHECK_PATH) && ln -sfn $(CURDIR) $(TYPECHECK_PATH)/smriti
+	MYPYPATH=$(TYPECHECK_PATH) $(VENV)/bin/mypy $(MYPY_TARGETS)
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .

@@ -237,7 +237,7 @@ class SmritiStore(BaseStore):
         return [tuple(ns) for ns in json.loads(raw)] if raw else []
 
     # ------------------------------------------------------------------ operations
-    def _put(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> None:
+    def _put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any]) -> None:
         if not isinstance(value, dict):
             raise TypeError(f"store values must be dicts, got {type(value).__name__}")
         content = json.dumps(value, ensure_ascii=False)

@@ -139,7 +139,7 @@ def as_tools(memory_or_context: Memory | MemoryContext) -> list[BaseTool]:
             output = memory.forget(memory_id)
         return f"Forgot memory {output['forgotten']}.", output
 
-    tools = [
+    tools: list[BaseTool] = [
         StructuredTool.from_function(
             remember,
             name="remember",

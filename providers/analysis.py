@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -71,7 +71,8 @@ def ask_structured[Model: BaseModel](llm: BaseChatModel, schema: type[Model], pr
     except (NotImplementedError, AttributeError):
         structured = None  # e.g. plain or fake chat models: parse the text answer instead
     if structured is not None:
-        answer = structured.invoke(prompt)
+        # include_raw=True: the answer is {"raw", "parsed", "parsing_error"}, never the model itself
+        answer = cast(dict[str, Any], structured.invoke(prompt))
         if answer.get("parsed") is not None:
             return answer["parsed"]
         text = _raw_text(answer.get("raw"))

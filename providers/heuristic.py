@@ -12,6 +12,7 @@ import re
 from collections import Counter
 
 from smriti.providers.schemas import Analysis, CueItem, ParsedQuery, RelationItem
+from smriti.stores.base import MemoryType
 from smriti.text import STOPWORDS, content_words, first_sentence, light_stem
 
 MAX_CUES = 12
@@ -124,7 +125,7 @@ def extract_relations(text: str) -> list[RelationItem]:
     return relations
 
 
-def memory_type(text: str) -> str:
+def memory_type(text: str) -> MemoryType:
     if _PROCEDURAL.search(text):
         return "procedural"
     if _EPISODIC.search(text):

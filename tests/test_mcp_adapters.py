@@ -1,24 +1,20 @@
 """Interoperability with the older protocol line: langchain-mcp-adapters (which pins mcp < 2).
 
-The adapters cannot be installed beside mcp 2, so a separate virtual environment is built
-once (cached under the system temp dir, keyed by Python version and requirement) and a
-small client script runs there, loading our tools as LangChain tools over stdio.
+The adapters cannot be installed beside mcp 2, so ``make test`` builds a separate virtual
+environment (.venv-adapters, from tests/adapters-requirements.txt) and a small client script
+runs there, loading our tools as LangChain tools over stdio.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
-
-REQUIREMENT = "langchain-mcp-adapters"
 
 CLIENT_SCRIPT = textwrap.dedent(
     """
@@ -70,26 +66,19 @@ CLIENT_SCRIPT = textwrap.dedent(
 )
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
 @pytest.fixture(scope="session")
 def adapters_python() -> Path:
-    """A Python with langchain-mcp-adapters installed; the install is cached across sessions."""
-    key = hashlib.sha256(f"{sys.version}|{REQUIREMENT}".encode()).hexdigest()[:12]
-    venv = Path(tempfile.gettempdir()) / f"smriti-adapters-venv-{key}"
-    python = venv / "bin" / "python"
-    ready = venv / ".ready"
-    if ready.exists() and python.exists():
-        return python
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, timeout=300)
-    install = subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", REQUIREMENT],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if install.returncode != 0:
-        # Not a skip: this test must run in CI, so an unreachable index is a failure to fix.
-        pytest.fail(f"could not install {REQUIREMENT} from the package index:\n{install.stderr[-3000:]}")
-    ready.write_text(REQUIREMENT)
+    """The Python of the adapters' environment, which ``make test`` builds (.venv-adapters).
+
+    SMRITI_ADAPTERS_PYTHON names another one. Not a skip when it is missing: this test must run
+    in CI, so a missing environment is a failure with the command that builds it.
+    """
+    python = Path(os.environ.get("SMRITI_ADAPTERS_PYTHON") or ROOT / ".venv-adapters" / "bin" / "python")
+    if not python.exists():
+        pytest.fail(f"{python} does not exist: run `make test` (or `make .venv-adapters/.installed`) first")
     return python
 
 
