@@ -61,6 +61,7 @@ from smriti.server_schemas import (
     RecallResult,
     StoreResult,
 )
+from smriti.server_stdio import run_stdio
 
 logger = logging.getLogger("smriti.server")
 
@@ -300,7 +301,7 @@ async def _serve_stdio(server: MCPServer, closed: threading.Event) -> None:
     async with anyio.create_task_group() as outer:
         async with anyio.create_task_group() as serving:
             serving.start_soon(stop_on_signal, serving.cancel_scope, outer)
-            await server.run_stdio_async()
+            await run_stdio(server)
             serving.cancel_scope.cancel()
         outer.cancel_scope.cancel()
 

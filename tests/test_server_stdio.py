@@ -220,3 +220,38 @@ def test_signal_closes_the_database_and_exits_zero(tmp_path, signum):
     process.stdin.close()
     assert process.returncode == 0, stderr.decode()
     assert b"memory database closed" in stderr
+
+
+UNREADABLE_LINES = [
+    ("{not json", -32700),
+    ('{"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"x": "\\ud800"}}', -32700),
+    ("[" * 100_000 + "]" * 100_000, -32700),
+    (json.dumps([{"jsonrpc": "2.0", "id": 8, "method": "tools/list"}]), -32600),
+    (json.dumps({"hello": "world"}), -32600),
+]
+
+
+def test_every_unreadable_line_gets_a_json_rpc_error_and_the_session_goes_on(tmp_path):
+    """Invalid JSON, a lone surrogate, deep nesting, a batch array, a non-message: each gets an
+    error reply with id null (the SDK alone answered none of them), then a request still works."""
+    process = spawn(tmp_path)
+    try:
+        process.stdin.write(
+            (_rpc(1, "initialize", INITIALIZE) + _rpc(None, "notifications/initialized")).encode()
+        )
+        process.stdin.flush()
+        assert _read_replies(process, {1})[-1]["result"]["serverInfo"]["name"] == "smriti"
+        for line, code in UNREADABLE_LINES:
+            process.stdin.write(line.encode() + b"\n")
+            process.stdin.flush()
+            reply = json.loads(process.stdout.readline())
+            assert reply["id"] is None and reply["error"]["code"] == code, (line[:60], reply)
+        process.stdin.write(_rpc(2, "tools/list").encode())
+        process.stdin.flush()
+        tools = _read_replies(process, {2})[-1]["result"]["tools"]
+        assert {tool["name"] for tool in tools} == {"smriti_store", "smriti_recall", "smriti_manage"}
+        process.stdin.close()
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
