@@ -46,6 +46,7 @@ from smriti.stores.base import (
     EmbeddingMismatchError,
     Engram,
     EngramState,
+    StoreBase,
     validate_user_name,
 )
 from smriti.stores.cypher_batch import CypherBatchWriteMixin
@@ -65,7 +66,7 @@ log = logging.getLogger(__name__)
 _TIME_FIELDS = frozenset({"created_at", "last_accessed_at"})
 
 
-class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchMixin):
+class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchMixin, StoreBase):
     """GraphStore over any openCypher database reachable through :meth:`run`.
 
     Subclasses implement :meth:`run`, :meth:`close` and the ``_index_*`` hooks and may
@@ -85,7 +86,7 @@ class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchM
     """
 
     backend = "cypher"
-    capabilities = Capabilities(vector_index=True, fulltext=True, transactions=True)
+    capabilities = Capabilities(vector_index=True, fulltext=True)
 
     def __init__(self, *, user: str, dims: int, isolation: str, location: str) -> None:
         self.user = validate_user_name(user)
@@ -177,10 +178,6 @@ class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchM
             embedding=self._check_embedding(engram.embedding),
         )
 
-    def get_engram(self, engram_id: str) -> Engram | None:
-        found = self.get_engrams([engram_id])
-        return found[0] if found else None
-
     def get_engrams(self, ids: Sequence[str]) -> list[Engram]:
         if not ids:
             return []
@@ -200,9 +197,6 @@ class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchM
             ids=list(dict.fromkeys(ids)),
         )
         return {row["id"]: int(number(row, "cluster_id", NO_CLUSTER)) for row in rows}
-
-    def update_engram(self, engram_id: str, **fields: Any) -> bool:
-        return self.update_engrams({engram_id: fields}) == 1
 
     def update_engrams(self, updates: Mapping[str, Mapping[str, Any]]) -> int:
         rows = []

@@ -296,6 +296,3 @@ class CypherSearchMixin:
             yield rec.co_occurs_record(row["source"], row["target"], float(row["strength"]))
         for relation in self._relations("", "source, relation, target, engram_id"):
             yield rec.relation_record(relation)
-
-    def import_records(self, records: Iterable[dict[str, Any]]) -> int:
-        return rec.import_into(self, records)

@@ -21,13 +21,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from smriti.stores import kuzu_schema as schema
-from smriti.stores import records as rec
 from smriti.stores.base import (
     NO_CLUSTER,
     UPDATABLE_FIELDS,
@@ -35,6 +34,7 @@ from smriti.stores.base import (
     EmbeddingMismatchError,
     Engram,
     EngramState,
+    StoreBase,
     StoreError,
     StoreStats,
 )
@@ -85,7 +85,7 @@ def _open(settings: Settings, user: str, backend: str, options: dict[str, Any]) 
     return KuzuStore(path, user=user, dims=settings.embedding_dims, module=module, backend=backend, **options)
 
 
-class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
+class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin, StoreBase):
     """A :class:`~smriti.stores.base.GraphStore` on an embedded Kuzu or LadybugDB file.
 
     Args:
@@ -117,7 +117,7 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
         max_db_size: int = DEFAULT_MAX_DB_SIZE,
     ) -> None:
         self.backend, self.user, self.path, self.dims = backend, user, Path(path), dims
-        self.capabilities = Capabilities(vector_index=False, fulltext=False, transactions=True)
+        self.capabilities = Capabilities(vector_index=False, fulltext=False)
         self._module = module
         self._use_extensions = use_extensions
         self._exact_limit = exact_search_limit
@@ -262,10 +262,6 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
         self._engram_rows.put(schema.engram_from_row([params[name] for name in schema.ENGRAM_COLUMNS]))
         self._keywords.add(engram.id, engram.memory_type, text_of(engram.content, engram.summary))
 
-    def get_engram(self, engram_id: str) -> Engram | None:
-        found = self.get_engrams([engram_id])
-        return found[0] if found else None
-
     def get_engrams(self, ids: Sequence[str]) -> list[Engram]:
         with self._lock:
             if self._engram_rows.loaded:
@@ -292,11 +288,6 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
             per_id_up_to=3,
         )
         return {id_: NO_CLUSTER if cluster is None else int(cluster) for id_, cluster in rows}
-
-    def update_engram(self, engram_id: str, **fields: Any) -> bool:
-        if not fields:
-            return bool(self._run("MATCH (e:Engram {id: $id}) RETURN e.id", {"id": engram_id}))
-        return self.update_engrams({engram_id: fields}) == 1
 
     @locked
     def update_engrams(self, updates: Mapping[str, Mapping[str, Any]]) -> int:
@@ -450,6 +441,3 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
     def export_records(self) -> Iterator[dict[str, Any]]:
         """Every node and edge in stores.records.KINDS order, deterministic (sorted) within a kind."""
         yield from schema.export_rows(self._run)
-
-    def import_records(self, records: Iterable[dict[str, Any]]) -> int:
-        return rec.import_into(self, records)
