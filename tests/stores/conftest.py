@@ -139,7 +139,7 @@ def _kuzu_backend(name: str, settings: Settings) -> Backend:
 
 def _falkor_backend(name: str, settings: Settings, server: tuple[Any, int]) -> Backend:
     from smriti.stores import make_store
-    from smriti.stores.falkordb import open_falkordb
+    from smriti.stores.cypher.falkordb import open_falkordb
 
     client, port = server
     token = uuid.uuid4().hex[:10]
@@ -183,7 +183,7 @@ def _neo4j_backend(name: str, settings: Settings) -> Backend:
     if isolation == "database" and os.environ.get("NEO4J_TEST_DATABASE_ISOLATION") != "1":
         pytest.skip("database isolation needs Neo4j Enterprise: set NEO4J_TEST_DATABASE_ISOLATION=1")
     pytest.importorskip("neo4j")
-    from smriti.stores.neo4j import open_neo4j
+    from smriti.stores.cypher.neo4j import open_neo4j
 
     password = os.environ.get("NEO4J_PASSWORD", "")
     cfg = settings.model_copy(

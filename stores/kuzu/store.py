@@ -4,16 +4,16 @@ One file per user, ``STORAGE_LOCATION/{user}/memory.kuzu`` (or ``memory.lbug``),
 exactly one process: the database's file lock makes a second server fail fast with a
 :class:`StoreError` instead of hanging. Because this process is then the only writer, the
 store keeps some state in memory beside the file: the cue name -> id map, the engram count
-and the search caches of :mod:`smriti.stores.vector_cache`, all updated on every write.
+and the search caches of :mod:`smriti.stores.search`, all updated on every write.
 
-Search policy (measured, see vector_cache): exact brute-force cosine over a cached matrix
+Search policy (measured, see smriti.stores.search): exact brute-force cosine over a cached matrix
 while the store holds at most ``exact_search_limit`` embeddings (default 20,000: faster than
 HNSW at that size, and exact), Kuzu's HNSW index above that once :meth:`ensure_indexes`
 built it. Full-text uses Kuzu's FTS index when built, else a BM25 scan. LadybugDB offline
 cannot download its extensions: one warning, then the fallbacks, never an error.
 
 Kuzu and LadybugDB cannot both be loaded into one Python process (see
-:func:`~smriti.stores.kuzu_schema.import_backend`).
+:func:`~smriti.stores.kuzu.schema.import_backend`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from smriti.stores import kuzu_schema as schema
 from smriti.stores.base import (
     NO_CLUSTER,
     UPDATABLE_FIELDS,
@@ -38,21 +37,21 @@ from smriti.stores.base import (
     StoreError,
     StoreStats,
 )
-from smriti.stores.kuzu_batch import BatchWriteMixin
-from smriti.stores.kuzu_graph import CueGraphMixin, CueInfo
-from smriti.stores.kuzu_schema import (
+from smriti.stores.kuzu import schema
+from smriti.stores.kuzu.batch import BatchWriteMixin
+from smriti.stores.kuzu.graph import CueGraphMixin, CueInfo
+from smriti.stores.kuzu.rows import EngramRows
+from smriti.stores.kuzu.schema import (
     BACKENDS,
     ENGRAM_RETURN,
     from_db,
     import_backend,
     locked,
     store_path,
-    text_of,
     to_db,
 )
-from smriti.stores.kuzu_search import EXTENSIONS, IndexedSearchMixin
-from smriti.stores.row_cache import EngramRows
-from smriti.stores.vector_cache import KeywordIndex, VectorCache
+from smriti.stores.kuzu.search import EXTENSIONS, IndexedSearchMixin
+from smriti.stores.search import KeywordIndex, VectorCache, text_of
 
 if TYPE_CHECKING:
     from datetime import datetime

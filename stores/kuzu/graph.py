@@ -6,7 +6,7 @@ on ``Cue.name``, so the name -> id map is held in memory (this process holds the
 so nobody else can change it) and every query reaches cues by primary key.
 
 This module holds the reads; the writes (``upsert_cues``, ``link_cue_ids``,
-``add_cooccurrences``, ``add_relations``, ``associate_many``) live in :mod:`smriti.stores.kuzu_batch`.
+``add_cooccurrences``, ``add_relations``, ``associate_many``) live in :mod:`smriti.stores.kuzu.batch`.
 
 CoOccurs and AssociatedWith are symmetric relations stored as one directed edge: an
 existing edge in either direction is the one updated, so an import or a pipeline that
@@ -21,7 +21,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from smriti.stores import kuzu_schema as schema
 from smriti.stores.base import (
     Association,
     Cue,
@@ -29,7 +28,8 @@ from smriti.stores.base import (
     Relation,
     normalise_cue_name,
 )
-from smriti.stores.kuzu_schema import association_from_row, from_db, locked
+from smriti.stores.kuzu import schema
+from smriti.stores.kuzu.schema import association_from_row, from_db, locked
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 A mixin of :class:`~smriti.stores.cypher.CypherGraphStore`, split from it to keep modules
 short; it uses the store's ``_q``, ``_check_embedding`` and ``vector_literal``. These are the
-one-at-a-time writes and the reads; their batch forms live in :mod:`smriti.stores.cypher_batch`.
+one-at-a-time writes and the reads; their batch forms live in :mod:`smriti.stores.cypher.batch`.
 
 Every node is matched with ``$user`` and cue names are unique per (user, name), so a cue name
 two users share never bridges them. CoOccurs and AssociatedWith are symmetric (an edge either
@@ -23,7 +23,7 @@ from smriti.stores.base import (
     Relation,
     normalise_cue_name,
 )
-from smriti.stores.cypher_search import (
+from smriti.stores.cypher.search import (
     CUE_COLUMNS,
     association_from_row,
     cue_from_row,

@@ -1,7 +1,7 @@
 """Batch writes of the openCypher stores: a mixin of :class:`~smriti.stores.cypher.CypherGraphStore`.
 
 Split from the store to keep modules short; each method is the batch form of a one-at-a-time
-write of :mod:`smriti.stores.cypher_graph` with the same semantics, sent as one or two
+write of :mod:`smriti.stores.cypher.graph` with the same semantics, sent as one or two
 ``UNWIND`` queries whatever the batch size (a new cue with an embedding, which is rare, still
 goes through ``upsert_cue``). The store pipeline writes the cues and edges of a memory this
 way. Pairs and associations are merged first
@@ -24,7 +24,7 @@ from smriti.stores.base import (
     merge_cooccurrences,
     new_id,
 )
-from smriti.stores.cypher_search import CUE_COLUMNS, cue_from_row, to_stored_time
+from smriti.stores.cypher.search import CUE_COLUMNS, cue_from_row, to_stored_time
 
 
 class CypherBatchWriteMixin:

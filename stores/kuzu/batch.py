@@ -1,6 +1,6 @@
 """Batch writes of the embedded store: a mixin of :class:`smriti.stores.kuzu.KuzuStore`.
 
-Split from :mod:`smriti.stores.kuzu_graph` to keep modules short; each method is the batch
+Split from :mod:`smriti.stores.kuzu.graph` to keep modules short; each method is the batch
 form of a one-at-a-time write there, with the same semantics (symmetric CoOccurs and
 AssociatedWith, missing cues created, self-edges ignored), in a few ``UNWIND`` queries
 whatever the batch size (``associate_many``: one per distinct source of the new edges).
@@ -25,8 +25,8 @@ from smriti.stores.base import (
     merge_cooccurrences,
     new_id,
 )
-from smriti.stores.kuzu_graph import CueInfo
-from smriti.stores.kuzu_schema import locked, to_db
+from smriti.stores.kuzu.graph import CueInfo
+from smriti.stores.kuzu.schema import locked, to_db
 
 logger = logging.getLogger(__name__)
 

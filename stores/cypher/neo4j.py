@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from smriti.stores.base import StoreError, UnsafeUserError, validate_user_name
-from smriti.stores.cypher import CypherGraphStore
+from smriti.stores.cypher.store import CypherGraphStore
 
 if TYPE_CHECKING:
     from smriti.config import Settings

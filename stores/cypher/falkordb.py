@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from smriti.stores.base import StoreError, validate_user_name
-from smriti.stores.cypher import CypherGraphStore
+from smriti.stores.cypher.store import CypherGraphStore
 
 if TYPE_CHECKING:
     from smriti.config import Settings
