@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from smriti.stores import records as rec
 from smriti.stores.base import (
@@ -28,6 +28,7 @@ from smriti.stores.base import (
     Capabilities,
     Cue,
     Engram,
+    Relation,
     ScoredId,
     StoreStats,
 )
@@ -136,6 +137,20 @@ class CypherSearchMixin:
     location: str
     _index_cache: dict[str, bool] | None
     _keywords: KeywordIndex
+
+    if TYPE_CHECKING:  # provided by CypherGraphStore and CypherCueGraphMixin
+
+        def _q(self, query: str, **params: Any) -> list[dict[str, Any]]: ...
+        def _check_embedding(self, embedding: Sequence[float] | None) -> list[float] | None: ...
+        def _say_once(self, key: str, message: str, *args: Any) -> None: ...
+        def _index_state(self) -> dict[str, bool]: ...
+        def _index_create(self, kind: str) -> None: ...
+        def _index_vector_call(self) -> tuple[str, Callable[[float], float]]: ...
+        def _index_fulltext_call(self, terms: list[str]) -> tuple[str, str]: ...
+        def _relations(self, where: str, order: str, **params: Any) -> list[Relation]: ...
+        def count_engrams(self) -> int: ...
+        def all_associations(self) -> list[Association]: ...
+
     capabilities: Capabilities
 
     # -- search -------------------------------------------------------------------------------

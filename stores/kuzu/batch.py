@@ -182,7 +182,10 @@ class BatchWriteMixin:
         fresh = {e: self._fresh[e] for e in engrams if e in self._fresh}
         found: set[tuple[str, str, str, str]] = set()
         for edges in fresh.values():
-            found.update(tuple(other.split("\x1f")) for kind, other in edges if kind == "RelatesTo")
+            for kind, other in edges:
+                if kind == "RelatesTo":
+                    a, rel, b, engram = other.split("\x1f")
+                    found.add((a, rel, b, engram))
         if len(fresh) < len(engrams):
             rows = self._run(
                 "MATCH (a:Cue)-[r:RelatesTo]->(b:Cue) WHERE r.engram_id IN $engrams "
@@ -218,7 +221,8 @@ class BatchWriteMixin:
         if not merged:
             return
         rel = "AssociatedWith"
-        absent, maybe = [], []
+        absent: list[Association] = []
+        maybe: list[Association] = []
         for a in merged:
             known = [
                 (rel, other) in self._fresh[x]
