@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 _REGISTRY: dict[str, str] = {
     "kuzu": "smriti.stores.kuzu:open_kuzu",
     "ladybug": "smriti.stores.kuzu:open_ladybug",
-    "falkordb": "smriti.stores.falkordb:open_falkordb",
-    "neo4j": "smriti.stores.neo4j:open_neo4j",
+    "falkordb": "smriti.stores.cypher.falkordb:open_falkordb",
+    "neo4j": "smriti.stores.cypher.neo4j:open_neo4j",
 }
 
 

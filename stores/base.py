@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import re
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -146,11 +147,14 @@ def checked_relation(relation: Relation) -> tuple[str, str, str]:
     return checked_cue_name(relation.source), name, checked_cue_name(relation.target)
 
 
-def merge_cooccurrences(pairs: Iterable[tuple[str, str, float]]) -> dict[tuple[str, str], float]:
+def merge_cooccurrences(
+    pairs: Iterable[tuple[str, str, float]], replace: bool = False
+) -> dict[tuple[str, str], float]:
     """Normalised, unordered cue-name pairs with their summed deltas (self-pairs dropped).
 
-    Keyed (a, b) in the order the pair was first seen, which is the direction a new edge
-    gets. Raises ValueError for an empty name.
+    With ``replace`` the last delta of a pair wins instead (what setting it pair by pair
+    leaves). Keyed (a, b) in the order the pair was first seen, which is the direction a new
+    edge gets. Raises ValueError for an empty name.
     """
     merged: dict[tuple[str, str], float] = {}
     for raw_a, raw_b, delta in pairs:
@@ -158,7 +162,7 @@ def merge_cooccurrences(pairs: Iterable[tuple[str, str, float]]) -> dict[tuple[s
         if a == b:
             continue
         key = (b, a) if (b, a) in merged else (a, b)
-        merged[key] = merged.get(key, 0.0) + float(delta)
+        merged[key] = float(delta) if replace else merged.get(key, 0.0) + float(delta)
     return merged
 
 
@@ -225,35 +229,33 @@ class StoreStats:
 
 @dataclass(slots=True, frozen=True)
 class Capabilities:
-    """What a backend can do natively. Absent abilities are emulated by the backend."""
+    """What a backend can build natively: a vector index, a full-text index.
+
+    Read by the backend's ``ensure_indexes`` (nothing is attempted without the ability) and
+    by callers that want to know whether an index can ever serve (the conformance tests).
+    Without one, the in-memory :class:`~smriti.stores.search.SearchIndex` answers.
+    """
 
     vector_index: bool = False
     fulltext: bool = False
-    # Backends that can run many statements in one transaction set this; batch helpers
-    # then avoid one round trip per row.
-    transactions: bool = True
 
 
-# Fields of Engram that update_engram / update_engrams may change.
-UPDATABLE_FIELDS = frozenset(
-    {
-        "content",
-        "summary",
-        "memory_type",
-        "importance",
-        "access_count",
-        "last_accessed_at",
-        "decay_factor",
-        "source",
-        "tags",
-        "cluster_id",
-    }
-)
+# The one list of Engram fields, in declaration order: every backend's columns, row
+# conversion and record format derive from it.
+ENGRAM_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Engram))
+# Fields of Engram that update_engram / update_engrams may change: not the identity, not the
+# creation time, and not the embedding (Kuzu cannot SET an indexed vector; re-embed instead).
+UPDATABLE_FIELDS = frozenset(ENGRAM_FIELDS) - {"id", "created_at", "embedding"}
 
 
 @runtime_checkable
 class GraphStore(Protocol):
     """What every backend provides, for one user.
+
+    A backend implements the batch forms; the single forms (``get_engram``, ``update_engram``,
+    ``upsert_cue``, ``link_cue``, ``link_cues``, ``add_cooccurrence``, ``add_relation``,
+    ``associate``) and ``import_records`` are derived from them once, in :class:`StoreBase`,
+    so a single call is by construction the batch of one.
 
     Implementations are synchronous (the embedded databases are) and safe to call from
     one thread at a time; the pipelines serialise writes.
@@ -272,7 +274,6 @@ class GraphStore(Protocol):
 
     # -- engrams ---------------------------------------------------------------------------
     def create_engram(self, engram: Engram) -> None: ...
-    def get_engram(self, engram_id: str) -> Engram | None: ...
     def get_engrams(self, ids: Sequence[str]) -> list[Engram]:
         """Engrams with these ids, in the given order, silently skipping missing ones."""
         ...
@@ -281,12 +282,12 @@ class GraphStore(Protocol):
         """Cluster id of each existing engram asked for: a light read (no text, no embedding)."""
         ...
 
-    def update_engram(self, engram_id: str, **fields: Any) -> bool:
-        """Change fields listed in UPDATABLE_FIELDS; False if the engram does not exist."""
-        ...
-
     def update_engrams(self, updates: Mapping[str, Mapping[str, Any]]) -> int:
-        """Batch form of update_engram (decay, cluster ids); returns how many were changed."""
+        """Change fields listed in UPDATABLE_FIELDS of each id; returns how many engrams changed.
+
+        Raises:
+            ValueError: a field outside UPDATABLE_FIELDS, or a None value (nothing is written).
+        """
         ...
 
     def reinforce(self, ids: Sequence[str], at: datetime, boost: float) -> dict[str, tuple[int, float]]:
@@ -311,23 +312,18 @@ class GraphStore(Protocol):
     def count_engrams(self) -> int: ...
 
     # -- cues ------------------------------------------------------------------------------
-    def upsert_cue(self, cue: Cue) -> Cue:
-        """Insert by normalised name or return the existing cue with that name."""
-        ...
+    def upsert_cues(self, cues: Sequence[Cue]) -> list[Cue]:
+        """Insert each cue by normalised name, or take the stored cue of that name unchanged.
 
-    def link_cue(self, engram_id: str, cue_id: str) -> None:
-        """(Engram)-[:EncodedBy]->(Cue), idempotent."""
-        ...
-
-    def link_cues(self, engram_id: str, cues: Sequence[Cue]) -> list[Cue]:
-        """Batch of upsert_cue + link_cue: upsert every cue by normalised name and link it.
-
-        Returns the stored cues (an existing cue unchanged), one per distinct normalised
-        name, in the order given. A missing engram still gets its cues upserted, unlinked.
+        Returns one stored cue per cue given, in order (a name given twice: the same cue).
 
         Raises:
             ValueError: a cue name is empty once normalised (nothing is written).
         """
+        ...
+
+    def link_cue_ids(self, engram_id: str, cue_ids: Sequence[str]) -> None:
+        """(Engram)-[:EncodedBy]->(Cue) for each cue id, idempotent; a missing end is a no-op."""
         ...
 
     def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]: ...
@@ -339,23 +335,17 @@ class GraphStore(Protocol):
         """How many engrams each existing cue encodes (for the cross-reference boost)."""
         ...
 
-    def add_cooccurrence(self, cue_a: str, cue_b: str, delta: float = 1.0, replace: bool = False) -> None:
-        """Strengthen (Cue a)-[:CoOccurs]->(Cue b) by delta (cue names), creating it at delta.
+    def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:
+        """Strengthen (Cue a)-[:CoOccurs]->(Cue b) by delta for each (a, b, delta) (cue names),
+        creating missing cues and edges; symmetric (an edge either way is the one updated).
 
         With ``replace`` the strength is set to delta (used by import, to stay idempotent).
         """
         ...
 
-    def add_relation(self, relation: Relation) -> None:
-        """(Cue source)-[:RelatesTo {relation, engram_id}]->(Cue target) by cue names."""
-        ...
-
-    def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
-        """Batch of add_cooccurrence(a, b, delta): the same result as calling it per pair in order."""
-        ...
-
     def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
-        """Batch of add_relation; cues it has to create get ``cue_type`` (existing ones keep theirs).
+        """(Cue source)-[:RelatesTo {relation, engram_id}]->(Cue target) by cue names, idempotent;
+        cues it has to create get ``cue_type`` (existing ones keep theirs).
 
         Raises:
             ValueError: a relation without a name or with an empty cue name (nothing is written).
@@ -369,12 +359,8 @@ class GraphStore(Protocol):
     def delete_orphan_cues(self) -> int: ...
 
     # -- associations ----------------------------------------------------------------------
-    def associate(self, association: Association) -> None:
-        """Create or strengthen (keep the max strength) an AssociatedWith edge."""
-        ...
-
     def associate_many(self, associations: Sequence[Association]) -> None:
-        """Batch of associate: the same result as calling it per association in order."""
+        """Create or strengthen (keep the max strength) AssociatedWith edges; symmetric."""
         ...
 
     def neighbours(self, engram_ids: Sequence[str]) -> list[Association]:
@@ -406,6 +392,90 @@ class GraphStore(Protocol):
         """Every node and edge as JSON-ready dicts, in the order of stores.records.KINDS."""
         ...
 
+    # -- derived by StoreBase (declared here so callers see them) --------------------------
+    def get_engram(self, engram_id: str) -> Engram | None: ...
+    def update_engram(self, engram_id: str, **fields: Any) -> bool: ...
+    def upsert_cue(self, cue: Cue) -> Cue: ...
+    def link_cue(self, engram_id: str, cue_id: str) -> None: ...
+    def link_cues(self, engram_id: str, cues: Sequence[Cue]) -> list[Cue]: ...
+    def add_cooccurrence(self, cue_a: str, cue_b: str, delta: float = 1.0, replace: bool = False) -> None: ...
+    def add_relation(self, relation: Relation) -> None: ...
+    def associate(self, association: Association) -> None: ...
+    def import_records(self, records: Iterable[dict[str, Any]]) -> int: ...
+
+
+class StoreBase(ABC):
+    """The base class of every backend: the single forms, derived once from the batch forms.
+
+    LangGraph's BaseStore economy: a backend writes the batch forms of the protocol, and
+    ``store.associate(a)`` is ``store.associate_many([a])`` everywhere, so "a batch equals its
+    singles in order" holds by construction instead of by two implementations kept in step.
+    """
+
+    backend: str
+    user: str
+    capabilities: Capabilities
+
+    @abstractmethod
+    def get_engrams(self, ids: Sequence[str]) -> list[Engram]: ...
+    @abstractmethod
+    def update_engrams(self, updates: Mapping[str, Mapping[str, Any]]) -> int: ...
+    @abstractmethod
+    def upsert_cues(self, cues: Sequence[Cue]) -> list[Cue]: ...
+    @abstractmethod
+    def link_cue_ids(self, engram_id: str, cue_ids: Sequence[str]) -> None: ...
+    @abstractmethod
+    def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None: ...
+    @abstractmethod
+    def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None: ...
+    @abstractmethod
+    def associate_many(self, associations: Sequence[Association]) -> None: ...
+
+    def get_engram(self, engram_id: str) -> Engram | None:
+        found = self.get_engrams([engram_id])
+        return found[0] if found else None
+
+    def update_engram(self, engram_id: str, **fields: Any) -> bool:
+        """Change fields listed in UPDATABLE_FIELDS; False if the engram does not exist."""
+        if not fields:
+            return self.get_engram(engram_id) is not None
+        return self.update_engrams({engram_id: fields}) == 1
+
+    def upsert_cue(self, cue: Cue) -> Cue:
+        """Insert by normalised name or return the existing cue with that name."""
+        return self.upsert_cues([cue])[0]
+
+    def link_cue(self, engram_id: str, cue_id: str) -> None:
+        """(Engram)-[:EncodedBy]->(Cue), idempotent."""
+        self.link_cue_ids(engram_id, [cue_id])
+
+    def link_cues(self, engram_id: str, cues: Sequence[Cue]) -> list[Cue]:
+        """Upsert every cue by normalised name and link it to the engram.
+
+        Returns the stored cues (an existing cue unchanged), one per distinct normalised
+        name, in the order given. A missing engram still gets its cues upserted, unlinked.
+
+        Raises:
+            ValueError: a cue name is empty once normalised (nothing is written).
+        """
+        stored = list({cue.name: cue for cue in self.upsert_cues(cues)}.values())  # same name, same cue
+        self.link_cue_ids(engram_id, [cue.id for cue in stored])
+        return stored
+
+    def add_cooccurrence(self, cue_a: str, cue_b: str, delta: float = 1.0, replace: bool = False) -> None:
+        """Strengthen (Cue a)-[:CoOccurs]->(Cue b) by delta (cue names), creating it at delta."""
+        self.add_cooccurrences([(cue_a, cue_b, delta)], replace=replace)
+
+    def add_relation(self, relation: Relation) -> None:
+        """(Cue source)-[:RelatesTo {relation, engram_id}]->(Cue target) by cue names."""
+        self.add_relations([relation])
+
+    def associate(self, association: Association) -> None:
+        """Create or strengthen (keep the max strength) an AssociatedWith edge."""
+        self.associate_many([association])
+
     def import_records(self, records: Iterable[dict[str, Any]]) -> int:
-        """Idempotent inverse of export_records (usually stores.records.import_into)."""
-        ...
+        """Idempotent inverse of export_records (see :func:`smriti.stores.records.import_into`)."""
+        from smriti.stores.records import import_into  # records imports this module
+
+        return import_into(self, records)  # type: ignore[arg-type]

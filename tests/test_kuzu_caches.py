@@ -1,5 +1,5 @@
 """The Kuzu store's in-memory copies never drift from the file: the Engram rows
-(stores/row_cache.py) and the number of engrams each cue encodes.
+(stores/kuzu/rows.py) and the number of engrams each cue encodes.
 
 A seeded random walk of every write the store offers runs against a real Kuzu file; after
 each step the cached reads must equal a direct read of the database, embeddings bit for bit.
@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 
 from smriti.config import Settings
-from smriti.stores import kuzu_schema as schema
 from smriti.stores.base import Cue, Engram
-from smriti.stores.kuzu import KuzuStore, open_kuzu
+from smriti.stores.kuzu import KuzuStore, open_kuzu, schema
 
 DIMS = 64  # the settings fixture's EMBEDDING_DIMS
 T0 = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)

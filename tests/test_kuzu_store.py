@@ -1,4 +1,4 @@
-"""The embedded store (stores/kuzu.py) on real Kuzu and LadybugDB files under tmp_path.
+"""The embedded store (stores/kuzu/) on real Kuzu and LadybugDB files under tmp_path.
 
 Kuzu and LadybugDB cannot share a process (clashing native modules), and this process
 loads Kuzu. The tests that run on both backends are therefore written as *scenarios*
@@ -151,7 +151,7 @@ def scenario_vector_search(open_store: Opener, backend: str) -> None:
 
 def scenario_fallback(open_store: Opener, backend: str) -> None:
     """No extensions (forced on Kuzu, offline on LadybugDB): brute force and a keyword scan."""
-    from smriti.stores import kuzu_search
+    from smriti.stores.kuzu import search as kuzu_search
 
     kuzu_search._warned.clear()
     records: list[logging.LogRecord] = []

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from smriti.stores.base import Association, Cue, EmbeddingMismatchError, Engram, Relation, StoreError
-from smriti.stores.falkordb import open_falkordb
+from smriti.stores.cypher.falkordb import open_falkordb
 
 DIMS = 16
 

@@ -15,7 +15,7 @@ pytest.importorskip("neo4j")
 from neo4j.exceptions import ClientError, IncompleteCommit, ServiceUnavailable, TransientError
 
 from smriti.stores.base import StoreError, UnsafeUserError
-from smriti.stores.neo4j import (
+from smriti.stores.cypher.neo4j import (
     _retryable,
     _with_retries,
     database_name_for,

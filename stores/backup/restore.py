@@ -16,17 +16,17 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from smriti.stores.backup import BackupError, NoBackupFound, RestoreRefused
+from smriti.stores.backup.remote import BackupError, NoBackupFound, RestoreRefused
 from smriti.stores.base import utcnow
 from smriti.stores.records import RecordDimensionError, RecordFormatError, parse_lines
 
 if TYPE_CHECKING:
-    from smriti.stores.backup import Backup
+    from smriti.stores.backup.sync import Backup
     from smriti.stores.base import GraphStore
 
 
 def restore(backup: Backup, force: bool) -> dict[str, Any]:
-    """Restore ``backup``'s latest snapshot into its store (the caller holds ``backup._busy``).
+    """Restore ``backup``'s latest snapshot into its store (the caller serialises syncs and restores).
 
     Raises:
         NoBackupFound: nothing was ever pushed for this user.
@@ -37,7 +37,7 @@ def restore(backup: Backup, force: bool) -> dict[str, Any]:
     download = backup.state_dir / ".backup-restore.jsonl"
     current = backup.state_dir / ".backup-local.jsonl"
     try:
-        manifest, attempts = backup._retrying(backup.remote.fetch, download)
+        manifest, attempts = backup.retrying(backup.remote.fetch, download)
         if manifest is None:
             raise NoBackupFound(
                 f"no backup of user {store.user!r} at {location} yet: run `smriti sync` first"
@@ -49,11 +49,11 @@ def restore(backup: Backup, force: bool) -> dict[str, Any]:
             )
         records = read_snapshot(download, backup.embedding_dims)
         saved_to = ""
-        with backup._lock:
+        with backup.write_lock:
             if not _is_empty(store):
                 local_sha, local_counts = backup.snapshot(current)
                 if local_sha == sha:
-                    backup._save_state(last_pushed_sha256=sha)
+                    backup.save_state(last_pushed_sha256=sha)
                     return {"restored": False, "reason": "already up to date", "location": location}
                 if not force:
                     raise RestoreRefused(
@@ -75,7 +75,7 @@ def restore(backup: Backup, force: bool) -> dict[str, Any]:
     now = utcnow().isoformat()
     record = {"time": now, "revision": str(manifest.get("revision", "")), "backup_time": manifest.get("time")}
     # A verified restore equals the backup, so the next sync has nothing to push.
-    backup._save_state(last_restore=record, **({"last_pushed_sha256": sha} if verified else {}))
+    backup.save_state(last_restore=record, **({"last_pushed_sha256": sha} if verified else {}))
     return {
         "restored": True,
         "location": location,

@@ -4,16 +4,16 @@ One file per user, ``STORAGE_LOCATION/{user}/memory.kuzu`` (or ``memory.lbug``),
 exactly one process: the database's file lock makes a second server fail fast with a
 :class:`StoreError` instead of hanging. Because this process is then the only writer, the
 store keeps some state in memory beside the file: the cue name -> id map, the engram count
-and the search caches of :mod:`smriti.stores.vector_cache`, all updated on every write.
+and the search caches of :mod:`smriti.stores.search`, all updated on every write.
 
-Search policy (measured, see vector_cache): exact brute-force cosine over a cached matrix
+Search policy (measured, see smriti.stores.search): exact brute-force cosine over a cached matrix
 while the store holds at most ``exact_search_limit`` embeddings (default 20,000: faster than
 HNSW at that size, and exact), Kuzu's HNSW index above that once :meth:`ensure_indexes`
 built it. Full-text uses Kuzu's FTS index when built, else a BM25 scan. LadybugDB offline
 cannot download its extensions: one warning, then the fallbacks, never an error.
 
 Kuzu and LadybugDB cannot both be loaded into one Python process (see
-:func:`~smriti.stores.kuzu_schema.import_backend`).
+:func:`~smriti.stores.kuzu.schema.import_backend`).
 """
 
 from __future__ import annotations
@@ -21,13 +21,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from smriti.stores import kuzu_schema as schema
-from smriti.stores import records as rec
 from smriti.stores.base import (
     NO_CLUSTER,
     UPDATABLE_FIELDS,
@@ -35,24 +33,25 @@ from smriti.stores.base import (
     EmbeddingMismatchError,
     Engram,
     EngramState,
+    StoreBase,
     StoreError,
     StoreStats,
 )
-from smriti.stores.kuzu_batch import BatchWriteMixin
-from smriti.stores.kuzu_graph import CueGraphMixin, CueInfo
-from smriti.stores.kuzu_schema import (
+from smriti.stores.kuzu import schema
+from smriti.stores.kuzu.batch import BatchWriteMixin
+from smriti.stores.kuzu.graph import CueGraphMixin, CueInfo
+from smriti.stores.kuzu.rows import EngramRows
+from smriti.stores.kuzu.schema import (
     BACKENDS,
     ENGRAM_RETURN,
     from_db,
     import_backend,
     locked,
     store_path,
-    text_of,
     to_db,
 )
-from smriti.stores.kuzu_search import EXTENSIONS, IndexedSearchMixin
-from smriti.stores.row_cache import EngramRows
-from smriti.stores.vector_cache import KeywordIndex, VectorCache
+from smriti.stores.kuzu.search import EXTENSIONS, IndexedSearchMixin
+from smriti.stores.search import KeywordIndex, VectorCache, text_of
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -85,7 +84,7 @@ def _open(settings: Settings, user: str, backend: str, options: dict[str, Any]) 
     return KuzuStore(path, user=user, dims=settings.embedding_dims, module=module, backend=backend, **options)
 
 
-class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
+class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin, StoreBase):
     """A :class:`~smriti.stores.base.GraphStore` on an embedded Kuzu or LadybugDB file.
 
     Args:
@@ -117,7 +116,7 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
         max_db_size: int = DEFAULT_MAX_DB_SIZE,
     ) -> None:
         self.backend, self.user, self.path, self.dims = backend, user, Path(path), dims
-        self.capabilities = Capabilities(vector_index=False, fulltext=False, transactions=True)
+        self.capabilities = Capabilities(vector_index=False, fulltext=False)
         self._module = module
         self._use_extensions = use_extensions
         self._exact_limit = exact_search_limit
@@ -262,10 +261,6 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
         self._engram_rows.put(schema.engram_from_row([params[name] for name in schema.ENGRAM_COLUMNS]))
         self._keywords.add(engram.id, engram.memory_type, text_of(engram.content, engram.summary))
 
-    def get_engram(self, engram_id: str) -> Engram | None:
-        found = self.get_engrams([engram_id])
-        return found[0] if found else None
-
     def get_engrams(self, ids: Sequence[str]) -> list[Engram]:
         with self._lock:
             if self._engram_rows.loaded:
@@ -292,11 +287,6 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
             per_id_up_to=3,
         )
         return {id_: NO_CLUSTER if cluster is None else int(cluster) for id_, cluster in rows}
-
-    def update_engram(self, engram_id: str, **fields: Any) -> bool:
-        if not fields:
-            return bool(self._run("MATCH (e:Engram {id: $id}) RETURN e.id", {"id": engram_id}))
-        return self.update_engrams({engram_id: fields}) == 1
 
     @locked
     def update_engrams(self, updates: Mapping[str, Mapping[str, Any]]) -> int:
@@ -450,6 +440,3 @@ class KuzuStore(CueGraphMixin, BatchWriteMixin, IndexedSearchMixin):
     def export_records(self) -> Iterator[dict[str, Any]]:
         """Every node and edge in stores.records.KINDS order, deterministic (sorted) within a kind."""
         yield from schema.export_rows(self._run)
-
-    def import_records(self, records: Iterable[dict[str, Any]]) -> int:
-        return rec.import_into(self, records)

@@ -1,6 +1,6 @@
 """Rows, search, index management, statistics and export for the openCypher stores.
 
-Split from :mod:`smriti.stores.cypher` to keep modules short.
+Split from :mod:`smriti.stores.cypher.store` to keep modules short.
 
 * Rows: timestamps are stored as ISO-8601 strings in UTC and come back tz-aware; a
   property missing on an older node reads back with the data model's default.
@@ -8,35 +8,39 @@ Split from :mod:`smriti.stores.cypher` to keep modules short.
   raw cosine similarity in [-1, 1], best first, ties broken by id after rounding to 6
   decimals (an HNSW index computes in float32, brute force in float64).
 * Keyword search without an index uses the embedded stores' BM25
-  :class:`~smriti.stores.vector_cache.KeywordIndex`, so both families of backend score
-  the fallback identically.
+  :class:`~smriti.stores.search.KeywordIndex`, so both families of backend score
+  the fallback identically; it is synced per query, not rebuilt (see ``KeywordIndex.sync``).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from smriti.stores import records as rec
-from smriti.stores.base import NO_CLUSTER, Association, Cue, Engram, ScoredId, StoreStats
-from smriti.stores.vector_cache import KeywordIndex, normalise_scores, tokenize
+from smriti.stores.base import (
+    ENGRAM_FIELDS,
+    NO_CLUSTER,
+    Association,
+    Capabilities,
+    Cue,
+    Engram,
+    Relation,
+    ScoredId,
+    StoreStats,
+)
+from smriti.stores.search import KeywordIndex, cosine_similarities, normalise_scores, text_of, tokenize
 
 log = logging.getLogger(__name__)
 
 SCORE_DECIMALS = 6
 _EXPORT_PAGE = 500
 # Property projections shared by the store and its export.
-ENGRAM_COLUMNS = (
-    "e.id AS id, e.content AS content, e.summary AS summary, e.memory_type AS memory_type, "
-    "e.importance AS importance, e.access_count AS access_count, e.created_at AS created_at, "
-    "e.last_accessed_at AS last_accessed_at, e.decay_factor AS decay_factor, e.source AS source, "
-    "e.tags AS tags, e.cluster_id AS cluster_id"
-)
+# Every Engram field but the embedding (read only where needed), derived from the dataclass.
+ENGRAM_COLUMNS = ", ".join(f"e.{name} AS {name}" for name in ENGRAM_FIELDS if name != "embedding")
 CUE_COLUMNS = "c.id AS id, c.name AS name, c.cue_type AS cue_type, c.embedding AS embedding"
 
 
@@ -109,18 +113,6 @@ def association_from_row(row: Mapping[str, Any]) -> Association:
 # -- ranking ----------------------------------------------------------------------------------
 
 
-def cosine_similarities(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> list[float]:
-    """Cosine similarity of ``query`` with each vector (0.0 where either vector is zero)."""
-    if not len(vectors):
-        return []
-    matrix = np.asarray(vectors, dtype=np.float64)
-    q = np.asarray(query, dtype=np.float64)
-    norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(q)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sims = np.where(norms > 0, matrix @ q / np.where(norms > 0, norms, 1.0), 0.0)
-    return sims.tolist()
-
-
 def rank_scores(scored: Iterable[tuple[str, float]], k: int) -> list[ScoredId]:
     """The best ``k`` of ``(id, score)`` pairs: score descending, then id ascending.
 
@@ -130,11 +122,6 @@ def rank_scores(scored: Iterable[tuple[str, float]], k: int) -> list[ScoredId]:
     rounded = [(i, 0.0 if math.isnan(s) else round(s, SCORE_DECIMALS)) for i, s in scored]
     rounded.sort(key=lambda pair: (-pair[1], pair[0]))
     return [ScoredId(i, s) for i, s in rounded[: max(k, 0)]]
-
-
-def text_of(content: str | None, summary: str | None) -> str:
-    """What keyword search sees of an engram; the full-text indexes cover the same two fields."""
-    return f"{content or ''}\n{summary}" if summary else content or ""
 
 
 class CypherSearchMixin:
@@ -149,6 +136,22 @@ class CypherSearchMixin:
     isolation: str
     location: str
     _index_cache: dict[str, bool] | None
+    _keywords: KeywordIndex
+
+    if TYPE_CHECKING:  # provided by CypherGraphStore and CypherCueGraphMixin
+
+        def _q(self, query: str, **params: Any) -> list[dict[str, Any]]: ...
+        def _check_embedding(self, embedding: Sequence[float] | None) -> list[float] | None: ...
+        def _say_once(self, key: str, message: str, *args: Any) -> None: ...
+        def _index_state(self) -> dict[str, bool]: ...
+        def _index_create(self, kind: str) -> None: ...
+        def _index_vector_call(self) -> tuple[str, Callable[[float], float]]: ...
+        def _index_fulltext_call(self, terms: list[str]) -> tuple[str, str]: ...
+        def _relations(self, where: str, order: str, **params: Any) -> list[Relation]: ...
+        def count_engrams(self) -> int: ...
+        def all_associations(self) -> list[Association]: ...
+
+    capabilities: Capabilities
 
     # -- search -------------------------------------------------------------------------------
     def _indexes(self, refresh: bool = False) -> dict[str, bool]:
@@ -220,18 +223,19 @@ class CypherSearchMixin:
             "MATCH (e:Engram {user: $user}) RETURN e.id AS id, e.memory_type AS memory_type, "
             "e.content AS content, e.summary AS summary"
         )
-        index = KeywordIndex()
-        index.load(
+        # Re-read every query (another process may have written), re-tokenised only where changed.
+        self._keywords.sync(
             (r["id"], r["memory_type"] or "episodic", text_of(r["content"], r["summary"])) for r in rows
         )
-        return [ScoredId(i, s) for i, s in index.search(query, k, memory_type)]
+        return [ScoredId(i, s) for i, s in self._keywords.search(query, k, memory_type)]
 
     # -- maintenance --------------------------------------------------------------------------
     def ensure_indexes(self, threshold: int) -> dict[str, bool]:
         state = self._indexes(refresh=True)
         if self.count_engrams() > threshold and not all(state.values()):
+            able = {"vector": self.capabilities.vector_index, "fulltext": self.capabilities.fulltext}
             for kind, exists in state.items():
-                if not exists:
+                if not exists and able[kind]:
                     log.info("%s: creating the %s index for user %s", self.backend, kind, self.user)
                     self._index_create(kind)
             state = self._indexes(refresh=True)
@@ -296,6 +300,3 @@ class CypherSearchMixin:
             yield rec.co_occurs_record(row["source"], row["target"], float(row["strength"]))
         for relation in self._relations("", "source, relation, target, engram_id"):
             yield rec.relation_record(relation)
-
-    def import_records(self, records: Iterable[dict[str, Any]]) -> int:
-        return rec.import_into(self, records)

@@ -2,7 +2,7 @@
 
 A mixin of :class:`~smriti.stores.cypher.CypherGraphStore`, split from it to keep modules
 short; it uses the store's ``_q``, ``_check_embedding`` and ``vector_literal``. These are the
-one-at-a-time writes and the reads; their batch forms live in :mod:`smriti.stores.cypher_batch`.
+one-at-a-time writes and the reads; their batch forms live in :mod:`smriti.stores.cypher.batch`.
 
 Every node is matched with ``$user`` and cue names are unique per (user, name), so a cue name
 two users share never bridges them. CoOccurs and AssociatedWith are symmetric (an edge either
@@ -21,26 +21,17 @@ from smriti.stores.base import (
     Cue,
     CueHit,
     Relation,
-    checked_cue_name,
-    checked_relation,
-    new_id,
     normalise_cue_name,
 )
-from smriti.stores.cypher_search import (
+from smriti.stores.cypher.search import (
     CUE_COLUMNS,
     association_from_row,
     cue_from_row,
     from_stored_time,
-    to_stored_time,
 )
 
 log = logging.getLogger(__name__)
 
-# Both cues of a CoOccurs/RelatesTo edge, created as keyword cues when missing.
-_MERGE_CUES = (
-    "MERGE (a:Cue {user: $user, name: $a}) ON CREATE SET a.id = $id_a, a.cue_type = 'keyword' "
-    "MERGE (b:Cue {user: $user, name: $b}) ON CREATE SET b.id = $id_b, b.cue_type = 'keyword'"
-)
 _ASSOCIATION_COLUMNS = (
     "a.id AS source_id, b.id AS target_id, r.strength AS strength, "
     "r.relation_type AS relation_type, r.created_at AS created_at"
@@ -58,33 +49,6 @@ class CypherCueGraphMixin:
         def vector_literal(self, param: str) -> str: ...
 
     # -- cues ---------------------------------------------------------------------------------
-    def upsert_cue(self, cue: Cue) -> Cue:
-        """Insert by normalised name, or return the stored cue of that name unchanged.
-
-        Raises:
-            ValueError: the name is empty once normalised.
-        """
-        rows = self._q(
-            "MERGE (c:Cue {user: $user, name: $name}) ON CREATE SET c.id = $id, c.cue_type = $cue_type, "
-            f"c.embedding = {self.vector_literal('embedding')} "
-            f"RETURN {CUE_COLUMNS}",
-            name=checked_cue_name(cue.name),
-            id=cue.id,
-            cue_type=cue.cue_type,
-            embedding=self._check_embedding(cue.embedding),
-        )
-        return cue_from_row(rows[0])
-
-    def link_cue(self, engram_id: str, cue_id: str) -> None:
-        rows = self._q(
-            "MATCH (e:Engram {user: $user, id: $engram_id}), (c:Cue {user: $user, id: $cue_id}) "
-            "MERGE (e)-[:EncodedBy]->(c) RETURN count(*) AS n",
-            engram_id=engram_id,
-            cue_id=cue_id,
-        )
-        if not rows or not rows[0]["n"]:
-            log.debug("link_cue: engram %s or cue %s does not exist for this user", engram_id, cue_id)
-
     def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
         found: dict[str, list[Cue]] = {engram_id: [] for engram_id in engram_ids}
         if not engram_ids:
@@ -124,47 +88,6 @@ class CypherCueGraphMixin:
         counts = {row["name"]: int(row["n"]) for row in rows}
         return {name: counts[norm] for name, norm in asked.items() if norm in counts}
 
-    def add_cooccurrence(self, cue_a: str, cue_b: str, delta: float = 1.0, replace: bool = False) -> None:
-        """Co-occurrence is symmetric: an edge in either direction is the one strengthened.
-
-        Missing cues are created as ``keyword`` cues; a cue with itself is ignored.
-        """
-        a, b = checked_cue_name(cue_a), checked_cue_name(cue_b)
-        if a == b:
-            return
-        self._q(
-            f"{_MERGE_CUES} WITH a, b OPTIONAL MATCH (a)-[r:CoOccurs]-(b) WITH a, b, collect(r) AS edges "
-            "FOREACH (e IN edges | SET e.strength = "
-            "CASE WHEN $replace THEN $delta ELSE e.strength + $delta END) "
-            "FOREACH (missing IN CASE WHEN size(edges) = 0 THEN [1] ELSE [] END | "
-            "CREATE (a)-[:CoOccurs {strength: $delta}]->(b))",
-            a=a,
-            b=b,
-            id_a=new_id(),
-            id_b=new_id(),
-            delta=float(delta),
-            replace=bool(replace),
-        )
-
-    def add_relation(self, relation: Relation) -> None:
-        """Idempotent per (source, relation, target, engram_id); missing cues are created.
-
-        Raises:
-            ValueError: the relation name or a cue name is empty.
-        """
-        a, name, b = checked_relation(relation)
-        self._q(
-            f"{_MERGE_CUES} MERGE (a)-[r:RelatesTo {{relation: $relation, engram_id: $engram_id}}]->(b) "
-            "ON CREATE SET r.created_at = $created_at",
-            a=a,
-            b=b,
-            id_a=new_id(),
-            id_b=new_id(),
-            relation=name,
-            engram_id=relation.engram_id,
-            created_at=to_stored_time(relation.created_at),
-        )
-
     def _relations(self, where: str, order: str, **params: Any) -> list[Relation]:
         rows = self._q(
             f"MATCH (a:Cue {{user: $user}})-[r:RelatesTo]->(b:Cue {{user: $user}}) {where} "
@@ -198,28 +121,6 @@ class CypherCueGraphMixin:
         return int(rows[0]["n"]) if rows else 0
 
     # -- associations -------------------------------------------------------------------------
-    def associate(self, association: Association) -> None:
-        """Association is symmetric: an edge in either direction keeps the larger strength.
-
-        A self-association or a missing engram is ignored.
-        """
-        if association.source_id == association.target_id:
-            return
-        self._q(
-            "MATCH (a:Engram {user: $user, id: $source}), (b:Engram {user: $user, id: $target}) "
-            "OPTIONAL MATCH (a)-[r:AssociatedWith]-(b) WITH a, b, collect(r) AS edges "
-            "FOREACH (e IN edges | SET e.strength = CASE WHEN $strength > e.strength THEN $strength "
-            "ELSE e.strength END) "
-            "FOREACH (missing IN CASE WHEN size(edges) = 0 THEN [1] ELSE [] END | "
-            "CREATE (a)-[:AssociatedWith {strength: $strength, relation_type: $relation_type, "
-            "created_at: $created_at}]->(b))",
-            source=association.source_id,
-            target=association.target_id,
-            strength=float(association.strength),
-            relation_type=association.relation_type,
-            created_at=to_stored_time(association.created_at),
-        )
-
     def neighbours(self, engram_ids: Sequence[str]) -> list[Association]:
         if not engram_ids:
             return []

@@ -1,7 +1,7 @@
 """Batch writes of the openCypher stores: a mixin of :class:`~smriti.stores.cypher.CypherGraphStore`.
 
 Split from the store to keep modules short; each method is the batch form of a one-at-a-time
-write of :mod:`smriti.stores.cypher_graph` with the same semantics, sent as one or two
+write of :mod:`smriti.stores.cypher.graph` with the same semantics, sent as one or two
 ``UNWIND`` queries whatever the batch size (a new cue with an embedding, which is rare, still
 goes through ``upsert_cue``). The store pipeline writes the cues and edges of a memory this
 way. Pairs and associations are merged first
@@ -24,7 +24,7 @@ from smriti.stores.base import (
     merge_cooccurrences,
     new_id,
 )
-from smriti.stores.cypher_search import CUE_COLUMNS, cue_from_row, to_stored_time
+from smriti.stores.cypher.search import CUE_COLUMNS, cue_from_row, to_stored_time
 
 
 class CypherBatchWriteMixin:
@@ -34,49 +34,60 @@ class CypherBatchWriteMixin:
 
         def _q(self, query: str, **params: Any) -> list[dict[str, Any]]: ...
         def _check_embedding(self, embedding: Sequence[float] | None) -> list[float] | None: ...
-        def upsert_cue(self, cue: Cue) -> Cue: ...
+        def vector_literal(self, param: str) -> str: ...
 
-    def _merge_cues(self, cues: Mapping[str, tuple[str, str]]) -> None:
-        """MERGE cues without embeddings by name, name -> (id, cue_type) used when created."""
-        if cues:
-            self._q(
-                "UNWIND $rows AS row MERGE (c:Cue {user: $user, name: row.name}) "
-                "ON CREATE SET c.id = row.id, c.cue_type = row.cue_type",
-                rows=[{"name": n, "id": id_, "cue_type": t} for n, (id_, t) in cues.items()],
-            )
-
-    def link_cues(self, engram_id: str, cues: Sequence[Cue]) -> list[Cue]:
-        """Upsert the cues and MERGE their EncodedBy edges: two queries for any number of cues.
+    def upsert_cues(self, cues: Sequence[Cue]) -> list[Cue]:
+        """MERGE the cues by name and read them back: one query, plus one per new cue with an embedding.
 
         Raises:
             ValueError: an empty cue name. EmbeddingMismatchError: a cue embedding of another size.
         """
+        names = [checked_cue_name(cue.name) for cue in cues]
         wanted: dict[str, Cue] = {}
-        for cue in cues:
-            name = checked_cue_name(cue.name)
+        for name, cue in zip(names, cues, strict=True):
             if name not in wanted:
                 self._check_embedding(cue.embedding)
                 wanted[name] = cue
         if not wanted:
             return []
-        for cue in wanted.values():
-            if cue.embedding is not None:  # rare: keep the vector expression of upsert_cue
-                self.upsert_cue(cue)
-        self._merge_cues({n: (c.id, c.cue_type) for n, c in wanted.items() if c.embedding is None})
-        rows = self._q(
-            "UNWIND $names AS name MATCH (c:Cue {user: $user, name: name}) "
-            "OPTIONAL MATCH (e:Engram {user: $user, id: $engram_id}) "
-            "FOREACH (x IN CASE WHEN e IS NULL THEN [] ELSE [1] END | MERGE (e)-[:EncodedBy]->(c)) "
-            f"RETURN {CUE_COLUMNS}",
-            names=list(wanted),
-            engram_id=engram_id,
-        )
+        for name, cue in wanted.items():
+            if cue.embedding is not None:  # rare: the backend's vector expression takes a parameter
+                self._q(
+                    "MERGE (c:Cue {user: $user, name: $name}) ON CREATE SET c.id = $id, "
+                    f"c.cue_type = $cue_type, c.embedding = {self.vector_literal('embedding')}",
+                    name=name,
+                    id=cue.id,
+                    cue_type=cue.cue_type,
+                    embedding=self._check_embedding(cue.embedding),
+                )
+        rows = self._merge_cues({n: (c.id, c.cue_type) for n, c in wanted.items()})
         stored = {row["name"]: cue_from_row(row) for row in rows}
-        return [stored[name] for name in wanted if name in stored]
+        return [stored[name] for name in names]
 
-    def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
-        """Batch of :meth:`add_cooccurrence` (additive): two queries for any number of pairs."""
-        merged = merge_cooccurrences(pairs)
+    def _merge_cues(self, cues: Mapping[str, tuple[str, str]]) -> list[dict[str, Any]]:
+        """MERGE cues by name, name -> (id, cue_type) used when created; returns their rows."""
+        if not cues:
+            return []
+        return self._q(
+            "UNWIND $rows AS row MERGE (c:Cue {user: $user, name: row.name}) "
+            f"ON CREATE SET c.id = row.id, c.cue_type = row.cue_type RETURN {CUE_COLUMNS}",
+            rows=[{"name": n, "id": id_, "cue_type": t} for n, (id_, t) in cues.items()],
+        )
+
+    def link_cue_ids(self, engram_id: str, cue_ids: Sequence[str]) -> None:
+        """MERGE the EncodedBy edges in one query; ids of a missing engram or cue are a no-op."""
+        ids = list(dict.fromkeys(cue_ids))
+        if ids:
+            self._q(
+                "MATCH (e:Engram {user: $user, id: $engram_id}) UNWIND $ids AS cue_id "
+                "MATCH (c:Cue {user: $user, id: cue_id}) MERGE (e)-[:EncodedBy]->(c)",
+                engram_id=engram_id,
+                ids=ids,
+            )
+
+    def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:
+        """Symmetric CoOccurs edges by cue name: two queries for any number of pairs."""
+        merged = merge_cooccurrences(pairs, replace)
         if not merged:
             return
         self._merge_cues({name: (new_id(), "keyword") for pair in merged for name in pair})
@@ -84,14 +95,16 @@ class CypherBatchWriteMixin:
             "UNWIND $rows AS row "
             "MATCH (a:Cue {user: $user, name: row.a}), (b:Cue {user: $user, name: row.b}) "
             "OPTIONAL MATCH (a)-[r:CoOccurs]-(b) WITH a, b, row, collect(r) AS edges "
-            "FOREACH (e IN edges | SET e.strength = e.strength + row.w) "
+            "FOREACH (e IN edges | SET e.strength = "
+            "CASE WHEN $replace THEN row.w ELSE e.strength + row.w END) "
             "FOREACH (missing IN CASE WHEN size(edges) = 0 THEN [1] ELSE [] END | "
             "CREATE (a)-[:CoOccurs {strength: row.w}]->(b))",
             rows=[{"a": a, "b": b, "w": w} for (a, b), w in merged.items()],
+            replace=bool(replace),
         )
 
     def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
-        """Batch of :meth:`add_relation`; cues it creates get ``cue_type``. Two queries.
+        """RelatesTo edges by cue name, idempotent; cues it creates get ``cue_type``. Two queries.
 
         Raises:
             ValueError: a relation without a name or with an empty cue name (nothing is written).
@@ -121,7 +134,7 @@ class CypherBatchWriteMixin:
         )
 
     def associate_many(self, associations: Sequence[Association]) -> None:
-        """Batch of :meth:`associate`: one query for any number of associations."""
+        """Symmetric AssociatedWith edges, keeping the larger strength: one query for any number."""
         merged = merge_associations(associations)
         if not merged:
             return

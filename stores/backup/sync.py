@@ -1,16 +1,5 @@
-"""Backups of one user's memory: ``none``, ``github`` (system git) and ``s3`` (boto3).
-
-What is pushed is always a consistent snapshot, never a database file copied mid-write:
-the portable JSON Lines export (:mod:`smriti.stores.records`), taken under the memory's
-write lock into a local file, hashed, and only then sent to the remote with the lock
-released, so a slow or dead remote never blocks local writes. A sync whose export hash
-equals the last pushed one is skipped (``pushed: false, reason: "unchanged"``).
-
-Each remote holds two files per user: ``memory.jsonl`` (the snapshot) and
-``manifest.json`` (sha256, counts and time of that snapshot, written last). Providers only
-move those files (:class:`Remote`); retries, hashing, bookkeeping and restore live in
-:class:`Backup`. What each sync did is kept in ``STORAGE_LOCATION/{user}/backup-state.json``
-so a restart neither re-pushes an unchanged memory nor forgets the last error.
+"""Sync of one user's memory to a :class:`~smriti.stores.backup.remote.Remote`: snapshot,
+hash, push with retries, and the local bookkeeping (see the package docstring).
 """
 
 from __future__ import annotations
@@ -24,15 +13,11 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-# Re-exported (backup_git, backup_s3 and callers import them from here).
-from smriti.errors import BackupError as BackupError
-from smriti.errors import NoBackupFound as NoBackupFound
-from smriti.errors import RemoteError as RemoteError
-from smriti.errors import RestoreRefused as RestoreRefused
+from smriti.stores.backup.remote import BackupError, Remote, RemoteError
 from smriti.stores.base import utcnow, validate_user_name
 from smriti.stores.records import LOCAL_META_KEYS
 
@@ -42,8 +27,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("smriti.backup")
 
-SNAPSHOT_NAME = "memory.jsonl"
-MANIFEST_NAME = "manifest.json"
 EDGE_KINDS = ("encoded_by", "associated_with", "co_occurs", "relates_to")
 
 
@@ -69,28 +52,6 @@ class SyncResult:
     location: str = ""
     attempts: int = 0
     error: str = ""
-
-
-class Remote(Protocol):
-    """Moves the two backup files to and from one remote location."""
-
-    location: str
-
-    def push(self, snapshot: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-        """Store ``snapshot`` then ``manifest``; idempotent; returns at least ``revision``.
-
-        Raises:
-            RemoteError: retryable failure. BackupError: anything else.
-        """
-        ...
-
-    def fetch(self, target: Path) -> dict[str, Any] | None:
-        """Write the latest good snapshot to ``target``; its manifest, or None if there is none."""
-        ...
-
-    def manifest(self) -> dict[str, Any] | None:
-        """The latest manifest without downloading the snapshot (None: no backup yet)."""
-        ...
 
 
 class Backup:
@@ -122,7 +83,7 @@ class Backup:
         self.store, self.remote, self.kind = store, remote, kind
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self._lock = lock if lock is not None else nullcontext()
+        self.write_lock = lock if lock is not None else nullcontext()
         self._on_restored = on_restored
         self.retry = retry or RetryPolicy()
         self.embedding_dims = embedding_dims
@@ -137,7 +98,7 @@ class Backup:
         except (OSError, ValueError):
             return {}
 
-    def _save_state(self, **changes: Any) -> None:
+    def save_state(self, **changes: Any) -> None:
         self._state.update(changes)
         partial = self._state_path.with_name(self._state_path.name + ".partial")
         partial.write_text(json.dumps(self._state, indent=2), encoding="utf-8")
@@ -159,7 +120,7 @@ class Backup:
         counts = {"engrams": 0, "cues": 0, "edges": 0, **{kind: 0 for kind in EDGE_KINDS}}
         partial = target.with_name(target.name + ".partial")
         try:
-            with self._lock, partial.open("wb") as stream:
+            with self.write_lock, partial.open("wb") as stream:
                 for record in self.store.export_records():
                     kind = record.get("kind")
                     if kind == "meta" and record.get("key") in LOCAL_META_KEYS:
@@ -179,7 +140,7 @@ class Backup:
             partial.unlink(missing_ok=True)
         return digest.hexdigest(), counts
 
-    def _retrying(self, func: Callable[..., Any], *args: Any) -> tuple[Any, int]:
+    def retrying(self, func: Callable[..., Any], *args: Any) -> tuple[Any, int]:
         attempts = 0
 
         def attempt() -> Any:
@@ -223,12 +184,12 @@ class Backup:
                 if self._would_erase_backup(counts):
                     raise BackupError(_empty_local_message(location))
                 manifest = {"format": 1, "user": self.store.user, "sha256": sha, "counts": counts}
-                pushed, attempts = self._retrying(self.remote.push, snapshot, {**manifest, "time": now})
+                pushed, attempts = self.retrying(self.remote.push, snapshot, {**manifest, "time": now})
             except Exception as error:  # why: a failed sync must be reported, never lose local state
                 if not isinstance(error, BackupError):
                     logger.exception("backup snapshot failed")
                 message, attempts = _one_line(error), getattr(error, "attempts", 0)
-                self._save_state(last_error=message, last_error_at=now)
+                self.save_state(last_error=message, last_error_at=now)
                 return SyncResult(
                     False, "failed", time=now, location=location, attempts=attempts, error=message
                 )
@@ -236,7 +197,7 @@ class Backup:
                 snapshot.unlink(missing_ok=True)
             revision = str(pushed.get("revision", ""))
             record = {"revision": revision, "time": now, "sha256": sha, "counts": counts}
-            self._save_state(last_pushed_sha256=sha, last_success=now, last_error=None, last_sync=record)
+            self.save_state(last_pushed_sha256=sha, last_success=now, last_error=None, last_sync=record)
             logger.info("backup pushed to %s (%s)", location, revision)
             return SyncResult(True, "pushed", sha, counts, now, revision, location, attempts)
 
@@ -244,13 +205,13 @@ class Backup:
         """An empty store that never synced here must not overwrite a real backup (new machine)."""
         if counts["engrams"] or self._state.get("last_pushed_sha256"):
             return False
-        manifest, _ = self._retrying(self.remote.manifest)
+        manifest, _ = self.retrying(self.remote.manifest)
         return bool(manifest and manifest.get("counts", {}).get("engrams"))
 
     # ------------------------------------------------------------------ restore
     def restore(self, force: bool = False) -> dict[str, Any]:
-        """Replace the local memory with the latest backup (see :mod:`smriti.stores.backup_restore`)."""
-        from smriti.stores.backup_restore import restore
+        """Replace the local memory with the latest backup (see :mod:`smriti.stores.backup.restore`)."""
+        from smriti.stores.backup.restore import restore
 
         with self._busy:
             result = restore(self, force)
@@ -290,13 +251,13 @@ def make_backup(
     user = validate_user_name(store.user)
     state_dir = Path(settings.storage_location).expanduser() / user
     if kind == "github":
-        from smriti.stores.backup_git import GitRemote
+        from smriti.stores.backup.git import GitRemote
 
         if not settings.git_base_url:
             raise BackupError("BACKUP_TYPE=github needs GIT_BASE_URL")
         remote: Remote = GitRemote(settings.git_base_url, user, state_dir / "backup-git")
     elif kind == "s3":
-        from smriti.stores.backup_s3 import S3Remote
+        from smriti.stores.backup.s3 import S3Remote
 
         remote = S3Remote.from_settings(settings, user)
     else:
@@ -311,15 +272,3 @@ def make_backup(
         retry=retry,
         embedding_dims=settings.embedding_dims,
     )
-
-
-__all__ = [
-    "Backup",
-    "BackupError",
-    "NoBackupFound",
-    "RemoteError",
-    "RestoreRefused",
-    "RetryPolicy",
-    "SyncResult",
-    "make_backup",
-]

@@ -1,6 +1,6 @@
 """Batch writes of the embedded store: a mixin of :class:`smriti.stores.kuzu.KuzuStore`.
 
-Split from :mod:`smriti.stores.kuzu_graph` to keep modules short; each method is the batch
+Split from :mod:`smriti.stores.kuzu.graph` to keep modules short; each method is the batch
 form of a one-at-a-time write there, with the same semantics (symmetric CoOccurs and
 AssociatedWith, missing cues created, self-edges ignored), in a few ``UNWIND`` queries
 whatever the batch size (``associate_many``: one per distinct source of the new edges).
@@ -25,8 +25,8 @@ from smriti.stores.base import (
     merge_cooccurrences,
     new_id,
 )
-from smriti.stores.kuzu_graph import CueInfo
-from smriti.stores.kuzu_schema import locked, to_db
+from smriti.stores.kuzu.graph import CueInfo
+from smriti.stores.kuzu.schema import locked, to_db
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,6 @@ class BatchWriteMixin:
         def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]: ...
         def _check_dims(self, embedding: Sequence[float] | None, what: str) -> None: ...
         def _cue_map(self) -> dict[str, CueInfo]: ...
-        def upsert_cue(self, cue: Cue) -> Cue: ...
         def _remember_relation(self, a: str, relation: str, b: str, engram_id: str) -> None: ...
         def _count_new_links(self, cue_ids: Iterable[str]) -> None: ...
 
@@ -64,19 +63,18 @@ class BatchWriteMixin:
         return known
 
     @locked
-    def link_cues(self, engram_id: str, cues: Sequence[Cue]) -> list[Cue]:
-        """Upsert the cues and link them to the engram: at most four queries, whatever the count.
+    def upsert_cues(self, cues: Sequence[Cue]) -> list[Cue]:
+        """Insert cues by normalised name; at most two queries plus one per new cue with an embedding.
 
-        New cues without embeddings are created in one UNWIND, the engram's existing links are
-        read once (not at all for an engram this process created), the missing edges are made
-        in one query.
+        New cues without embeddings are created in one UNWIND; the embeddings of existing
+        cues that have one are read in one query.
 
         Raises:
             ValueError: an empty cue name. EmbeddingMismatchError: a cue embedding of another size.
         """
+        names = [checked_cue_name(cue.name) for cue in cues]
         wanted: dict[str, Cue] = {}
-        for cue in cues:
-            name = checked_cue_name(cue.name)
+        for name, cue in zip(names, cues, strict=True):
             if name not in wanted:
                 self._check_dims(cue.embedding, f"the embedding of cue {name!r}")
                 wanted[name] = cue
@@ -87,17 +85,31 @@ class BatchWriteMixin:
         self._create_cues(plain)
         for name, cue in wanted.items():
             if name not in known:  # rare: a new cue with an embedding
-                self.upsert_cue(cue)
+                embedding = [float(v) for v in cue.embedding or ()]
+                self._run(
+                    "CREATE (c:Cue {id: $id, name: $name, cue_type: $cue_type, embedding: $embedding})",
+                    {"id": cue.id, "name": name, "cue_type": cue.cue_type, "embedding": embedding},
+                )
+                known[name] = CueInfo(cue.id, cue.cue_type, True)
         infos = {name: known[name] for name in wanted}
         embedded = [info.id for info in infos.values() if info.has_embedding]
         vectors = {}
         if embedded:
             rows = self._run("MATCH (c:Cue) WHERE c.id IN $ids RETURN c.id, c.embedding", {"ids": embedded})
             vectors = {id_: embedding for id_, embedding in rows}
-        stored = [
-            Cue(name=name, cue_type=info.cue_type, id=info.id, embedding=vectors.get(info.id))
+        stored = {
+            name: Cue(name=name, cue_type=info.cue_type, id=info.id, embedding=vectors.get(info.id))
             for name, info in infos.items()
-        ]
+        }
+        return [stored[name] for name in names]
+
+    @locked
+    def link_cue_ids(self, engram_id: str, cue_ids: Sequence[str]) -> None:
+        """Link the cues to the engram: the engram's existing links are read once (not at all for
+        an engram this process created), the missing edges are made in one query."""
+        wanted = list(dict.fromkeys(cue_ids))
+        if not wanted:
+            return
         edges = self._fresh.get(engram_id)
         if edges is None:
             linked = {
@@ -108,24 +120,23 @@ class BatchWriteMixin:
             }
         else:
             linked = {other for kind, other in edges if kind == "cue"}
-        missing = list(dict.fromkeys(cue.id for cue in stored if cue.id not in linked))
+        missing = [cue_id for cue_id in wanted if cue_id not in linked]
         if missing:
             created = self._run(
                 "MATCH (e:Engram {id: $engram}) UNWIND $cues AS cue_id MATCH (c:Cue {id: cue_id}) "
                 "CREATE (e)-[:EncodedBy]->(c) RETURN c.id",
                 {"engram": engram_id, "cues": missing},
             )
-            if not created:
-                logger.debug("link_cues: engram %s does not exist", engram_id)
+            if len(created) < len(missing):
+                logger.debug("link_cue_ids: engram %s or some of its cues do not exist", engram_id)
             self._count_new_links(row[0] for row in created)
             if edges is not None:
                 edges.update(("cue", row[0]) for row in created)
-        return stored
 
     @locked
-    def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
-        """Batch of :meth:`add_cooccurrence` (additive): at most four queries for any number of pairs."""
-        merged = merge_cooccurrences(pairs)
+    def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:
+        """Symmetric CoOccurs edges by cue name: at most four queries for any number of pairs."""
+        merged = merge_cooccurrences(pairs, replace)
         if not merged:
             return
         cues = self._ensure_cues({name for pair in merged for name in pair})
@@ -147,7 +158,7 @@ class BatchWriteMixin:
         if update:
             self._run(
                 "UNWIND $rows AS row MATCH (a:Cue {id: row.a})-[r:CoOccurs]->(b:Cue {id: row.b}) "
-                "SET r.strength = r.strength + row.w",
+                + ("SET r.strength = row.w" if replace else "SET r.strength = r.strength + row.w"),
                 {"rows": update},
             )
         if create:
@@ -159,7 +170,7 @@ class BatchWriteMixin:
 
     @locked
     def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
-        """Batch of :meth:`add_relation`; cues it creates get ``cue_type``. At most three queries."""
+        """RelatesTo edges by cue name, idempotent; new cues get ``cue_type``. At most three queries."""
         wanted: dict[tuple[str, str, str, str], Relation] = {}
         for relation in relations:
             source, name, target = checked_relation(relation)
@@ -171,7 +182,10 @@ class BatchWriteMixin:
         fresh = {e: self._fresh[e] for e in engrams if e in self._fresh}
         found: set[tuple[str, str, str, str]] = set()
         for edges in fresh.values():
-            found.update(tuple(other.split("\x1f")) for kind, other in edges if kind == "RelatesTo")
+            for kind, other in edges:
+                if kind == "RelatesTo":
+                    a, rel, b, engram = other.split("\x1f")
+                    found.add((a, rel, b, engram))
         if len(fresh) < len(engrams):
             rows = self._run(
                 "MATCH (a:Cue)-[r:RelatesTo]->(b:Cue) WHERE r.engram_id IN $engrams "
@@ -198,7 +212,7 @@ class BatchWriteMixin:
 
     @locked
     def associate_many(self, associations: Sequence[Association]) -> None:
-        """Batch of :meth:`associate`: one CREATE query per distinct source for the new edges.
+        """Symmetric AssociatedWith edges: one CREATE query per distinct source for the new edges.
 
         Pairs touching an engram this process created are known to be new or existing without
         a query (the store pipeline's case); others are strengthened in both directions first.
@@ -207,7 +221,8 @@ class BatchWriteMixin:
         if not merged:
             return
         rel = "AssociatedWith"
-        absent, maybe = [], []
+        absent: list[Association] = []
+        maybe: list[Association] = []
         for a in merged:
             known = [
                 (rel, other) in self._fresh[x]
@@ -217,7 +232,8 @@ class BatchWriteMixin:
             # A fresh end has exactly the edges recorded for it: one without this pair proves it new.
             (absent if known and not all(known) else maybe).append(a)
         if maybe:
-            # Strengthen existing edges, trying both directions (see _symmetric_edge).
+            # Strengthen existing edges, trying both directions: Kuzu 0.11.3 fails an internal
+            # assertion on SET through an undirected match entered from the edge's target.
             rows = [{"a": a.source_id, "b": a.target_id, "w": float(a.strength)} for a in maybe]
             done: set[frozenset[str]] = set()
             for flip in (False, True):

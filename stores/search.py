@@ -1,9 +1,12 @@
-"""In-memory search structures for embedded stores without (or below) their indexes.
+"""The one in-memory search index of every backend: exact cosine and BM25, incremental.
 
-:class:`VectorCache` answers exact cosine top-k from one normalised float32 matrix;
-:class:`KeywordIndex` answers BM25 keyword queries from an inverted index. Both are loaded
-lazily from the database once and then kept in step with writes (add, remove, retype), so a
-store followed by a search does not reload ten thousand embeddings.
+:class:`VectorCache` answers exact cosine top-k from one float32 matrix; :class:`KeywordIndex`
+answers BM25 keyword queries from an inverted index. The embedded store loads both lazily
+once and keeps them in step with its writes (add, remove, retype), so a store followed by
+a search does not reload ten thousand embeddings. A Cypher store, whose database other
+processes may write, re-reads the texts on each fallback query but re-tokenises only those
+that changed (:meth:`KeywordIndex.sync`). :func:`text_of` and :func:`cosine_similarities`
+are the one definition of what keyword search sees and of brute-force cosine.
 
 Measured on the development machine (10k engrams, 1536 dims): brute force over the cached
 matrix takes ~1.6 ms per query, Kuzu's HNSW index ~10 ms (efs 200); loading the matrix
@@ -169,6 +172,7 @@ class KeywordIndex:
 
     def _reset(self) -> None:
         self._postings: dict[str, dict[str, int]] = {}
+        self._texts: dict[str, int] = {}  # id -> hash of the indexed text (see sync)
         self._terms: dict[str, Counter[str]] = {}
         self._types: dict[str, str] = {}
         self._lengths: dict[str, int] = {}
@@ -189,6 +193,7 @@ class KeywordIndex:
         if not self.loaded:
             return
         self.remove(id_)
+        self._texts[id_] = hash(text)
         terms = Counter(tokenize(text))
         self._terms[id_] = terms
         self._types[id_] = memory_type
@@ -202,6 +207,7 @@ class KeywordIndex:
         if terms is None:
             return
         self._types.pop(id_, None)
+        self._texts.pop(id_, None)
         self._total_length -= self._lengths.pop(id_, 0)
         for term in terms:
             posting = self._postings.get(term)
@@ -213,6 +219,20 @@ class KeywordIndex:
     def retype(self, id_: str, memory_type: str) -> None:
         if id_ in self._types:
             self._types[id_] = memory_type
+
+    def sync(self, rows: Iterable[tuple[str, str, str]]) -> None:
+        """Make the contents exactly these (id, memory_type, text) rows, re-tokenising only
+        texts that changed since the last call (stemming is what a rebuild costs)."""
+        self.loaded = True
+        seen: set[str] = set()
+        for id_, memory_type, text in rows:
+            seen.add(id_)
+            if self._texts.get(id_) != hash(text):
+                self.add(id_, memory_type, text)
+            elif self._types.get(id_) != memory_type:
+                self.retype(id_, memory_type)
+        for gone in set(self._terms) - seen:
+            self.remove(gone)
 
     def search(self, query: str, k: int, memory_type: str | None = None) -> list[tuple[str, float]]:
         """Top-k (id, normalised BM25), best first; ties by id."""
@@ -242,3 +262,20 @@ def normalise_scores(hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
         return []
     top = max(score for _, score in hits)
     return [(id_, score / top) for id_, score in hits]
+
+
+def text_of(content: str | None, summary: str | None) -> str:
+    """What keyword search sees of an engram; the full-text indexes cover the same two fields."""
+    return f"{content or ''}\n{summary}" if summary else content or ""
+
+
+def cosine_similarities(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> list[float]:
+    """Cosine similarity of ``query`` with each vector (0.0 where either vector is zero), in float64."""
+    if not len(vectors):
+        return []
+    matrix = np.asarray(vectors, dtype=np.float64)
+    q = np.asarray(query, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(q)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sims = np.where(norms > 0, matrix @ q / np.where(norms > 0, norms, 1.0), 0.0)
+    return sims.tolist()

@@ -2,7 +2,7 @@
 
 Reading a row through Kuzu's Python binding costs 0.2-0.35 ms a query whatever the table
 size, so recall's ten candidates took ~3.5 ms at 10k engrams, a third of a vector search.
-While the store answers vector search from :class:`~smriti.stores.vector_cache.VectorCache`
+While the store answers vector search from :class:`~smriti.stores.search.VectorCache`
 (up to ``exact_search_limit`` embeddings) it already holds every embedding in memory; the
 other columns are a few hundred bytes a row more, and :class:`EngramRows` keeps them so
 those reads become dict lookups.

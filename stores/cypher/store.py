@@ -7,11 +7,11 @@ it and supplies only what differs: the connection, the vector literal (FalkorDB'
 
 The implementation is split over four modules, composed as mixins of :class:`CypherGraphStore`:
 
-* :mod:`smriti.stores.cypher` (this module): backend hooks, helpers, metadata and engrams.
-* :mod:`smriti.stores.cypher_graph`: cues, co-occurrence, relations and associations, one at a time.
-* :mod:`smriti.stores.cypher_batch`: the batch writes (``link_cues``, ``add_cooccurrences``,
+* :mod:`smriti.stores.cypher.store` (this module): backend hooks, helpers, metadata and engrams.
+* :mod:`smriti.stores.cypher.graph`: cues, co-occurrence, relations and associations, one at a time.
+* :mod:`smriti.stores.cypher.batch`: the batch writes (``link_cues``, ``add_cooccurrences``,
   ``add_relations``, ``associate_many``), a fixed number of queries for any batch size.
-* :mod:`smriti.stores.cypher_search`: rows, search, index management, stats and export.
+* :mod:`smriti.stores.cypher.search`: rows, search, index management, stats and export.
 
 Decisions that hold on every Cypher backend:
 
@@ -46,11 +46,12 @@ from smriti.stores.base import (
     EmbeddingMismatchError,
     Engram,
     EngramState,
+    StoreBase,
     validate_user_name,
 )
-from smriti.stores.cypher_batch import CypherBatchWriteMixin
-from smriti.stores.cypher_graph import CypherCueGraphMixin
-from smriti.stores.cypher_search import (
+from smriti.stores.cypher.batch import CypherBatchWriteMixin
+from smriti.stores.cypher.graph import CypherCueGraphMixin
+from smriti.stores.cypher.search import (
     ENGRAM_COLUMNS,
     CypherSearchMixin,
     engram_from_row,
@@ -59,13 +60,14 @@ from smriti.stores.cypher_search import (
     number,
     to_stored_time,
 )
+from smriti.stores.search import KeywordIndex
 
 log = logging.getLogger(__name__)
 
 _TIME_FIELDS = frozenset({"created_at", "last_accessed_at"})
 
 
-class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchMixin):
+class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchMixin, StoreBase):
     """GraphStore over any openCypher database reachable through :meth:`run`.
 
     Subclasses implement :meth:`run`, :meth:`close` and the ``_index_*`` hooks and may
@@ -79,13 +81,13 @@ class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchM
         location: where the data lives, for stats and logs (never with a password).
 
     This class holds the backend hooks, metadata and engrams. Cues, co-occurrences, relations
-    and associations live in :class:`~smriti.stores.cypher_graph.CypherCueGraphMixin`, their
-    batch writes in :class:`~smriti.stores.cypher_batch.CypherBatchWriteMixin`, and search,
+    and associations live in :class:`~smriti.stores.cypher.graph.CypherCueGraphMixin`, their
+    batch writes in :class:`~smriti.stores.cypher.batch.CypherBatchWriteMixin`, and search,
     index management, stats and export in :class:`CypherSearchMixin`.
     """
 
     backend = "cypher"
-    capabilities = Capabilities(vector_index=True, fulltext=True, transactions=True)
+    capabilities = Capabilities(vector_index=True, fulltext=True)
 
     def __init__(self, *, user: str, dims: int, isolation: str, location: str) -> None:
         self.user = validate_user_name(user)
@@ -94,6 +96,7 @@ class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchM
         self.location = location
         self._index_cache: dict[str, bool] | None = None
         self._said_fallback: set[str] = set()
+        self._keywords = KeywordIndex()  # the keyword fallback, synced per query
 
     # -- backend hooks ------------------------------------------------------------------------
     def run(self, query: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -177,10 +180,6 @@ class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchM
             embedding=self._check_embedding(engram.embedding),
         )
 
-    def get_engram(self, engram_id: str) -> Engram | None:
-        found = self.get_engrams([engram_id])
-        return found[0] if found else None
-
     def get_engrams(self, ids: Sequence[str]) -> list[Engram]:
         if not ids:
             return []
@@ -200,9 +199,6 @@ class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchM
             ids=list(dict.fromkeys(ids)),
         )
         return {row["id"]: int(number(row, "cluster_id", NO_CLUSTER)) for row in rows}
-
-    def update_engram(self, engram_id: str, **fields: Any) -> bool:
-        return self.update_engrams({engram_id: fields}) == 1
 
     def update_engrams(self, updates: Mapping[str, Mapping[str, Any]]) -> int:
         rows = []

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
-from smriti.stores.base import Capabilities, StoreError, UnsafeUserError, validate_user_name
-from smriti.stores.cypher import CypherGraphStore
+from smriti.stores.base import StoreError, UnsafeUserError, validate_user_name
+from smriti.stores.cypher.store import CypherGraphStore
 
 if TYPE_CHECKING:
     from smriti.config import Settings
@@ -105,7 +105,6 @@ class Neo4jStore(CypherGraphStore):
     """
 
     backend = "neo4j"
-    capabilities = Capabilities(vector_index=True, fulltext=True, transactions=True)
 
     def __init__(
         self,

@@ -2,11 +2,11 @@
 
 Which path answers (measured at 10k engrams x 1536 dims on the development machine):
 
-* vector: exact cosine over :class:`~smriti.stores.vector_cache.VectorCache` (~1.6 ms) while
+* vector: exact cosine over :class:`~smriti.stores.search.VectorCache` (~1.6 ms) while
   the store holds at most ``exact_search_limit`` embeddings; Kuzu's HNSW index above that
   (~10 ms at efs 200, so it only pays off on larger stores), brute force when no index.
 * full text: Kuzu's FTS index (BM25, English stemming) when built, else
-  :class:`~smriti.stores.vector_cache.KeywordIndex` (BM25, no stemming). Both are divided by
+  :class:`~smriti.stores.search.KeywordIndex` (BM25, no stemming). Both are divided by
   the best score, so hits lie in (0, 1].
 
 Kuzu 0.11.3 links the ``vector`` and ``fts`` extensions statically; LadybugDB downloads
@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from smriti.stores import kuzu_schema as schema
 from smriti.stores.base import MEMORY_TYPES, Capabilities, ScoredId, StoreError
-from smriti.stores.kuzu_schema import ENGRAM_RETURN, FULLTEXT_INDEX, VECTOR_INDEX, locked, text_of
-from smriti.stores.row_cache import EngramRows
-from smriti.stores.vector_cache import KeywordIndex, VectorCache, normalise_scores
+from smriti.stores.kuzu import schema
+from smriti.stores.kuzu.rows import EngramRows
+from smriti.stores.kuzu.schema import ENGRAM_RETURN, FULLTEXT_INDEX, VECTOR_INDEX, locked
+from smriti.stores.search import KeywordIndex, VectorCache, normalise_scores, text_of
 
 logger = logging.getLogger(__name__)
 
@@ -233,7 +233,8 @@ class IndexedSearchMixin:
                 ),
             )
             for attribute, extension, statement in builds:
-                if getattr(self, attribute) or not self._extensions[extension]:
+                able = self.capabilities.vector_index if extension == "vector" else self.capabilities.fulltext
+                if getattr(self, attribute) or not able:
                     continue
                 try:
                     self._ddl(statement)

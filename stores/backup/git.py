@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from smriti.stores.backup import MANIFEST_NAME, SNAPSHOT_NAME, BackupError, RemoteError
+from smriti.stores.backup.remote import MANIFEST_NAME, SNAPSHOT_NAME, BackupError, RemoteError
 
 BRANCH = "main"
 _IDENTITY = ("-c", "user.name=Smriti", "-c", "user.email=smriti@localhost", "-c", "commit.gpgsign=false")

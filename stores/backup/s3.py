@@ -19,7 +19,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from smriti.stores.backup import MANIFEST_NAME, SNAPSHOT_NAME, BackupError, RemoteError
+from smriti.stores.backup.remote import MANIFEST_NAME, SNAPSHOT_NAME, BackupError, RemoteError
 
 if TYPE_CHECKING:
     from smriti.config import Settings

@@ -30,8 +30,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from smriti.stores.base import Capabilities, StoreError, validate_user_name
-from smriti.stores.cypher import CypherGraphStore
+from smriti.stores.base import StoreError, validate_user_name
+from smriti.stores.cypher.store import CypherGraphStore
 
 if TYPE_CHECKING:
     from smriti.config import Settings
@@ -90,8 +90,6 @@ class FalkorDBStore(CypherGraphStore):
     """
 
     backend = "falkordb"
-    # No multi-statement transactions; each query is atomic and batches use UNWIND.
-    capabilities = Capabilities(vector_index=True, fulltext=True, transactions=False)
 
     def __init__(
         self,

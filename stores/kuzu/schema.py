@@ -1,6 +1,6 @@
 """Files, schema, migrations, row conversion and export of the embedded Kuzu / LadybugDB store.
 
-Kept apart from :mod:`smriti.stores.kuzu` so the store class reads as behaviour, not DDL.
+Kept apart from :mod:`smriti.stores.kuzu.store` so the store class reads as behaviour, not DDL.
 Everything here is plain data and functions over a ``run(query, params)`` callable, so the
 same code drives Kuzu and its fork LadybugDB.
 
@@ -27,6 +27,7 @@ from typing import Any
 
 from smriti.stores import records as rec
 from smriti.stores.base import (
+    ENGRAM_FIELDS,
     NO_CLUSTER,
     Association,
     Cue,
@@ -122,6 +123,9 @@ ENGRAM_COLUMNS: dict[str, tuple[str, str | None]] = {
     "tags": ("STRING", "''"),
     "cluster_id": ("INT64", str(NO_CLUSTER)),
 }
+# Kuzu needs a type and a default per column; the set of names is the dataclass's.
+if set(ENGRAM_COLUMNS) != set(ENGRAM_FIELDS):  # a field added to Engram needs a column here
+    raise RuntimeError("ENGRAM_COLUMNS must follow the Engram dataclass")
 CUE_COLUMNS: dict[str, tuple[str, str | None]] = {
     "id": ("STRING", None),
     "name": ("STRING", None),
@@ -259,11 +263,6 @@ def engram_params(engram: Engram) -> dict[str, Any]:
 
 
 CREATE_ENGRAM = "CREATE (e:Engram {" + ", ".join(f"{name}: ${name}" for name in ENGRAM_COLUMNS) + "})"
-
-
-def text_of(content: str, summary: str) -> str:
-    """What keyword search sees of an engram (the FTS index covers the same two columns)."""
-    return f"{content}\n{summary}" if summary else content
 
 
 def association_from_row(row: Sequence[Any]) -> Association:
