@@ -27,6 +27,7 @@ import functools
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -82,21 +83,50 @@ async def _call[T](what: str, func: Callable[..., T], *args: Any, **kwargs: Any)
     try:
         return await anyio.to_thread.run_sync(functools.partial(func, *args, **kwargs))
     except UserError as error:  # bad input, unknown id, refused: the message says what to change
-        raise ToolError(str(error)) from None
-    except SmritiError as error:  # an anticipated backend, model or backup failure, worded for people
-        logger.warning("%s failed: %s", what, error)
-        raise ToolError(f"{what} failed: {error}") from None
-    except Exception as error:  # why: a bug or an unforeseen failure must not end the session
-        logger.exception("%s failed", what)
-        message = str(error).splitlines()[0][:300] if str(error) else ""
-        raise ToolError(f"{what} failed: {type(error).__name__}: {message}".rstrip(": ")) from None
+        raise ToolError(without_paths(str(error))) from None
+    except Exception as error:  # why: a failing model or backend must not end the session
+        if isinstance(error, SmritiError):  # anticipated, already worded for people
+            logger.warning("%s failed: %s", what, error)
+        else:
+            logger.exception("%s failed", what)
+        raise ToolError(public_failure(what, error)) from None
+
+
+# An absolute path inside a message: the client (maybe on another machine, over HTTP) needs the
+# file's name at most, never the server's folder layout.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])/(?:[^\s/'\"]+/)+([^\s/'\"]*)")
+
+
+def without_paths(text: str) -> str:
+    """``text`` with every absolute path cut to its last component."""
+    return _ABSOLUTE_PATH.sub(lambda match: match.group(1) or "…", text)
+
+
+def public_failure(what: str, error: Exception) -> str:
+    """The tool error text for a failed operation: worded for people, no server internals.
+
+    A Smriti error is already worded for people; a network failure (an ``OSError``, such as a
+    model endpoint that is down) names itself; anything else is an internal error whose
+    details (an engine's exception text, a traceback) stay in the server log.
+    """
+    if isinstance(error, SmritiError):
+        detail = str(error)
+    elif isinstance(error, OSError):
+        detail = (
+            f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+            if str(error)
+            else type(error).__name__
+        )
+    else:
+        detail = f"internal error ({type(error).__name__}; the details are in the server log)"
+    return without_paths(f"{what} failed: {detail}")
 
 
 def _check[T](check: Callable[..., T], *args: Any) -> T:
     try:
         return check(*args)
     except UserError as error:
-        raise ToolError(str(error)) from None
+        raise ToolError(without_paths(str(error))) from None
 
 
 # ----------------------------------------------------------------------------- the tools

@@ -229,3 +229,60 @@ def test_background_consolidation_runs_periodically_and_survives_failures(server
 
     anyio.run(main)
     assert len(calls) >= 2  # the failure was logged and the next run still happened
+
+
+def test_tool_errors_carry_no_server_paths_or_engine_internals(server_settings, monkeypatch):
+    import smriti.server as server_module
+    from smriti.errors import StoreError
+
+    real_open = server_module.open_runtime
+    location = str(server_settings.storage_location)
+    failures = {
+        # an engine's own exception: its text stays in the log
+        "smriti_store": RuntimeError(f"Buffer manager exception: pool full at {location}/alice/memory.kuzu"),
+        # an anticipated failure worded for people, but naming a server path
+        "smriti_recall": StoreError(f"the database {location}/alice/memory.kuzu is locked by process 4242"),
+    }
+
+    def open_failing(settings, *args, **kwargs):
+        runtime = real_open(settings, *args, **kwargs)
+
+        def store(*_, **__):
+            raise failures["smriti_store"]
+
+        def recall(*_, **__):
+            raise failures["smriti_recall"]
+
+        runtime.memory.store, runtime.memory.recall = store, recall
+        return runtime
+
+    monkeypatch.setattr(server_module, "open_runtime", open_failing)
+
+    async def main() -> None:
+        async with Client(build_server(server_settings)) as client:
+            stored = await client.call_tool("smriti_store", {"content": "Anything at all."})
+            recalled = await client.call_tool("smriti_recall", {"query": "anything"})
+        assert stored.is_error and recalled.is_error
+        store_text, recall_text = stored.content[0].text, recalled.content[0].text
+        assert store_text.endswith("store failed: internal error (RuntimeError; the details are in the server log)")
+        assert "Buffer manager" not in store_text and location not in store_text
+        assert recall_text.endswith("recall failed: the database memory.kuzu is locked by process 4242")
+
+    anyio.run(main)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("cannot open /home/ann/.smriti/ann/memory.kuzu: locked", "cannot open memory.kuzu: locked"),
+        ("see '/var/log/smriti/' now", "see '…' now"),
+        (
+            "http://127.0.0.1:8000/mcp and 1/2 and ./rel/file stay",
+            "http://127.0.0.1:8000/mcp and 1/2 and ./rel/file stay",
+        ),
+    ],
+)
+def test_without_paths_keeps_only_the_last_component(text, expected):
+    from smriti.server import without_paths
+
+    assert without_paths(text) == expected
