@@ -127,9 +127,12 @@ class Settings(BaseSettings):
     @field_validator("accessing_user")
     @classmethod
     def _user_not_blank(cls, value: str) -> str:
+        # why no strip: " bob" silently opening bob's memory is worse than a clear refusal
         if not value.strip():
             raise ValueError("must not be empty")
-        return value.strip()
+        if value != value.strip():
+            raise ValueError(f"{value!r} has leading or trailing white space")
+        return value
 
     @field_validator("storage_location")
     @classmethod

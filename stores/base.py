@@ -30,7 +30,7 @@ NO_CLUSTER = -1
 
 # A user name becomes a folder, a database or a graph name: keep it to a conservative
 # alphabet so it can never escape its folder or name somebody else's graph.
-_USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def validate_user_name(user: str) -> str:
@@ -48,7 +48,7 @@ def validate_user_name(user: str) -> str:
         raise UnsafeUserError(f"user name {user!r} contains a path separator")
     if ".." in user:
         raise UnsafeUserError(f"user name {user!r} contains '..'")
-    if not _USER_NAME.match(user):
+    if not _USER_NAME.fullmatch(user):  # why fullmatch: "$" also matches before a final newline
         raise UnsafeUserError(
             f"user name {user!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit"

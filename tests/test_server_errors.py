@@ -264,7 +264,9 @@ def test_tool_errors_carry_no_server_paths_or_engine_internals(server_settings, 
             recalled = await client.call_tool("smriti_recall", {"query": "anything"})
         assert stored.is_error and recalled.is_error
         store_text, recall_text = stored.content[0].text, recalled.content[0].text
-        assert store_text.endswith("store failed: internal error (RuntimeError; the details are in the server log)")
+        assert store_text.endswith(
+            "store failed: internal error (RuntimeError; the details are in the server log)"
+        )
         assert "Buffer manager" not in store_text and location not in store_text
         assert recall_text.endswith("recall failed: the database memory.kuzu is locked by process 4242")
 

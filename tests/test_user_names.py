@@ -26,6 +26,8 @@ REFUSED = [
     "tab\there",
     "nul\x00",
     "émile",
+    "alice\n",  # "$" matched before a final newline: a folder named "alice\n"
+    "alice\r\n",
 ]
 ACCEPTED = ["alice", "Bob-2", "a.b_c", "x" * 64, "0"]
 
@@ -53,3 +55,12 @@ def test_store_path_refuses_before_creating_anything(tmp_path: Path, name: str) 
     with pytest.raises(UnsafeUserError):
         store_path(tmp_path / "root", name, "memory.kuzu")
     assert not (tmp_path / "root").exists()
+
+
+@pytest.mark.parametrize("padded", [" bob", "bob ", "bob\n", "\tbob"])
+def test_padded_accessing_user_is_a_settings_error_not_another_users_memory(padded, tmp_path) -> None:
+    from smriti.config import load_settings
+    from smriti.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="ACCESSING_USER"):
+        load_settings(accessing_user=padded, storage_location=tmp_path)
