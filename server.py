@@ -40,7 +40,6 @@ from pydantic import Field
 
 from smriti.config import Settings, SettingsError, load_settings
 from smriti.errors import InvalidInput, NotFound
-from smriti.nodes.inputs import check_content, check_importance, check_limit, check_memory_type, check_mode
 from smriti.server_runtime import (
     close_runtime,
     describe_status,
@@ -54,11 +53,12 @@ from smriti.server_schemas import (
     STORE_DESCRIPTION,
     Action,
     ManageResult,
-    Mode,
     RecallResult,
     StoreResult,
 )
 from smriti.stores.base import StoreError
+from smriti.validators import RecallMode as Mode
+from smriti.validators import check_content, check_importance, check_limit, check_memory_type, check_mode
 
 if TYPE_CHECKING:
     from smriti.server_runtime import Runtime
