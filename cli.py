@@ -40,6 +40,8 @@ from smriti.cli_render import (
 from smriti.cli_transfer import export_to, import_from
 from smriti.config import load_settings
 from smriti.errors import SmritiError
+from smriti.stores.base import MemoryType
+from smriti.validators import RecallMode as Mode
 
 if TYPE_CHECKING:
     from smriti.config import Settings
@@ -56,8 +58,6 @@ app = typer.Typer(
 graph_app = typer.Typer(help="Print a pipeline graph as a Mermaid diagram.", no_args_is_help=True)
 app.add_typer(graph_app, name="graph")
 
-Mode = Literal["recall", "search", "list"]
-MemoryType = Literal["episodic", "semantic", "procedural"]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 ServerOption = Annotated[
     str | None,
@@ -150,7 +150,7 @@ def store(
     as_json: JsonFlag = False,
 ) -> None:
     """Remember something."""
-    from smriti.nodes.inputs import check_content, check_importance
+    from smriti.validators import check_content, check_importance
 
     with _handled():
         settings = _settings(ctx)
@@ -170,7 +170,7 @@ def store(
 
 
 def _recall(ctx: typer.Context, query: str, limit: int, mode: str, memory_type: str | None, explain: bool):
-    from smriti.nodes.inputs import check_limit
+    from smriti.validators import check_limit
 
     settings = _settings(ctx)
     check_limit(limit, settings.memory_fabric_max_results)

@@ -62,7 +62,7 @@ from langgraph.store.base import (
 
 if TYPE_CHECKING:
     from smriti.memory import Memory
-    from smriti.pipelines.context import MemoryContext
+    from smriti.nodes.state import Candidate, MemoryContext
 
 SOURCE_PREFIX = "langgraph-store:"
 STORE_TAG = "langgraph-store"
@@ -323,21 +323,21 @@ class SmritiStore(BaseStore):
         config = {"configurable": {"thread_id": f"smriti-store-{uuid.uuid4()}"}}
         prefix = tuple(op.namespace_prefix)
         entries_cache: dict[tuple[str, ...], dict[str, dict[str, str]]] = {}
-        kept: list[tuple[dict[str, Any], SearchItem]] = []
+        kept: list[tuple[Candidate, SearchItem]] = []
         try:
             self._recall_graph.invoke({"query": op.query, "limit": pool}, config, context=search_context)
             candidates = self._recall_graph.get_state(config).values.get("results", [])
             for candidate in candidates:
-                located = parse_source(candidate.get("source") or "")
+                located = parse_source(candidate.source or "")
                 if located is None or located[0][: len(prefix)] != prefix:
                     continue
                 namespace, key = located
                 if namespace not in entries_cache:
                     entries_cache[namespace] = self._entries(namespace)
                 entry = entries_cache[namespace].get(key)
-                if entry is None or entry["id"] != candidate["id"]:
+                if entry is None or entry["id"] != candidate.id:
                     continue  # a replaced version that is being deleted
-                item = _item(SearchItem, namespace, key, candidate["text"], entry, candidate["score"])
+                item = _item(SearchItem, namespace, key, candidate.text, entry, candidate.score)
                 if matches_filter(item.value, op.filter):
                     kept.append((candidate, item))
             page = kept[op.offset : op.offset + op.limit]

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
     from smriti.config import Settings
-    from smriti.pipelines.context import MemoryContext
+    from smriti.nodes.state import MemoryContext
 
 
 class Memory:

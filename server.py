@@ -43,7 +43,6 @@ from pydantic import Field
 
 from smriti.config import Settings, load_settings
 from smriti.errors import SmritiError, UserError
-from smriti.nodes.inputs import check_content, check_importance, check_limit, check_memory_type, check_mode
 from smriti.server_runtime import (
     Runtime,
     close_runtime,
@@ -58,11 +57,12 @@ from smriti.server_schemas import (
     STORE_DESCRIPTION,
     Action,
     ManageResult,
-    Mode,
     RecallResult,
     StoreResult,
 )
 from smriti.server_stdio import run_stdio
+from smriti.validators import RecallMode as Mode
+from smriti.validators import check_content, check_importance, check_limit, check_memory_type, check_mode
 
 logger = logging.getLogger("smriti.server")
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
-Mode = Literal["recall", "search", "list"]
 Action = Literal["forget", "sync", "consolidate", "stats"]
 
 

@@ -42,9 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.runtime import Runtime
 
-from smriti.nodes.trace import traced
-from smriti.pipelines.context import MemoryContext
-from smriti.pipelines.state import ConsolidateState
+from smriti.nodes.state import ConsolidateState, MemoryContext, traced
 from smriti.stores.base import NO_CLUSTER, Association
 
 if TYPE_CHECKING:
@@ -65,37 +63,6 @@ _IGRAPH_RNG_LOCK = threading.Lock()
 
 
 # ----------------------------------------------------------------------------- pure helpers
-def seed_cluster(cluster_ids: Iterable[int]) -> int:
-    """The most common cluster among the direct hits of a recall, or -1.
-
-    Negative ids (unclustered) are ignored; ties go to the smallest cluster id.
-    """
-    counts = Counter(c for c in cluster_ids if c is not None and c >= 0)
-    if not counts:
-        return NO_CLUSTER
-    return min(counts, key=lambda c: (-counts[c], c))
-
-
-def inherit_cluster(neighbour_strengths: Mapping[str, float], clusters: Mapping[str, int]) -> int:
-    """The cluster a new engram joins: that of its strongest clustered neighbour, or -1.
-
-    Args:
-        neighbour_strengths: associated engram id -> association strength.
-        clusters: engram id -> cluster id (missing or negative: unclustered, skipped).
-
-    Ties in strength go to the smallest cluster id, so the choice never depends on order.
-    """
-    best: tuple[float, int] | None = None
-    for engram_id, strength in neighbour_strengths.items():
-        cluster = clusters.get(engram_id, NO_CLUSTER)
-        if cluster is None or cluster < 0:
-            continue
-        key = (-strength, cluster)
-        if best is None or key < best:
-            best = key
-    return NO_CLUSTER if best is None else best[1]
-
-
 @dataclass(frozen=True, slots=True)
 class WeightedGraph:
     """An undirected weighted graph on engram ids (sorted, so vertex order is deterministic)."""
@@ -143,7 +110,7 @@ def stable_labels(
     ordered = sorted((sorted(c) for c in communities if c), key=lambda c: (-len(c), c[0]))
     chosen: dict[int, int] = {}
     if previous:
-        pairs = []
+        pairs: list[tuple[int, int, int]] = []
         for index, members in enumerate(ordered):
             overlap = Counter(previous.get(m, NO_CLUSTER) for m in members)
             pairs.extend((-count, index, label) for label, count in overlap.items() if label >= 0)

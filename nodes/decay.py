@@ -36,9 +36,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from smriti.nodes.trace import traced
-from smriti.pipelines.context import MemoryContext
-from smriti.pipelines.state import ConsolidateState
+from smriti.nodes.state import ConsolidateState, MemoryContext, traced
 
 logger = logging.getLogger(__name__)
 

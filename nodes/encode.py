@@ -1,4 +1,4 @@
-"""Store's encoding steps: analyse the content, embed it, catch near-duplicates, write the engram."""
+"""Store's encoding steps: validate, analyse the content, embed it, catch near-duplicates, write."""
 
 from __future__ import annotations
 
@@ -8,10 +8,25 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from smriti.errors import InvalidInput
-from smriti.nodes.trace import traced
-from smriti.pipelines.context import MemoryContext
-from smriti.pipelines.state import StoreState
+from smriti.nodes.state import MemoryContext, StoreState, traced
 from smriti.stores.base import Engram, StoreError
+from smriti.validators import check_content, check_importance, normalise_tags
+
+
+@traced("validate")
+def validate_store(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Check the memory before anything is written: content, importance, tags, source."""
+    settings = runtime.context.settings
+    source = state.get("source") or ""
+    if not isinstance(source, str):
+        raise InvalidInput("source must be a string")
+    return {
+        "content": check_content(state.get("content"), settings.max_content_chars),
+        "importance": check_importance(state.get("importance", 0.5)),
+        "tags": normalise_tags(state.get("tags", "")),
+        "source": source.strip(),
+        "_notes": "input accepted",
+    }
 
 
 @traced("analyze")
@@ -46,7 +61,7 @@ def embed(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
 
 
 @traced("dedupe")
-def dedupe(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+def find_duplicate(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Find the nearest existing memories; a near-identical one is reinforced instead of copied."""
     context = runtime.context
     settings = context.settings

@@ -6,9 +6,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from smriti.nodes.trace import traced
-from smriti.pipelines.context import MemoryContext
-from smriti.pipelines.state import ConsolidateState
+from smriti.nodes.state import ConsolidateState, MemoryContext, traced
 
 # Shared with the store pipeline's lazy index check, which skips the store call once set.
 INDEXES_READY_KEY = "indexes_ready"

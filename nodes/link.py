@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from itertools import combinations
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from smriti.nodes.index import INDEXES_READY_KEY, remember_index_state
-from smriti.nodes.trace import traced
-from smriti.pipelines.context import MemoryContext
-from smriti.pipelines.state import StoreState
-from smriti.stores.base import Association, Cue, Relation, normalise_cue_name
+from smriti.nodes.state import MemoryContext, StoreState, traced
+from smriti.stores.base import NO_CLUSTER, Association, Cue, Relation, normalise_cue_name
 
 # CoOccurs grows quadratically with the cues of one memory; the first few (entities come
 # first) carry the topic, so pairs are limited to them.
@@ -33,6 +32,26 @@ def memory_cues(analysis: dict[str, Any], tags: str) -> list[dict[str, str]]:
         name = normalise_cue_name(tag)
         cues.setdefault(name, {"name": name, "type": "tag"})
     return list(cues.values())
+
+
+def strongest_neighbour_cluster(neighbour_strengths: Mapping[str, float], clusters: Mapping[str, int]) -> int:
+    """The cluster a new engram joins: that of its strongest clustered neighbour, or -1.
+
+    Args:
+        neighbour_strengths: associated engram id -> association strength.
+        clusters: engram id -> cluster id (missing or negative: unclustered, skipped).
+
+    Ties in strength go to the smallest cluster id, so the choice never depends on order.
+    """
+    best: tuple[float, int] | None = None
+    for engram_id, strength in neighbour_strengths.items():
+        cluster = clusters.get(engram_id, NO_CLUSTER)
+        if cluster is None or cluster < 0:
+            continue
+        key = (-strength, cluster)
+        if best is None or key < best:
+            best = key
+    return NO_CLUSTER if best is None else best[1]
 
 
 @traced("link_cues")
@@ -108,12 +127,10 @@ def inherit_cluster(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[
     A new engram's only edges are the ones ``associate`` just made, so its ``links`` are the
     neighbours: no edge query, and only the neighbours' cluster ids are read.
     """
-    from smriti.nodes.cluster import inherit_cluster as choose
-
     store = runtime.context.store
     strengths = state.get("links", {})
     clusters = store.cluster_ids(sorted(strengths)) if strengths else {}
-    cluster = choose(strengths, clusters)
+    cluster = strongest_neighbour_cluster(strengths, clusters)
     if cluster >= 0:
         with runtime.context.write_lock:
             store.update_engram(state["id"], cluster_id=cluster)

@@ -1,17 +1,26 @@
-"""Pure scoring functions of recall: fusion, recency, composite and Memory Fabric profiles.
+"""Recall's scoring: fusion of the direct signals, and the scoring profiles.
 
-Everything here is a plain function of numbers (no store, no state), so each formula is
-unit-tested on its own and the nodes in ``nodes/score.py`` only gather inputs.
+The formulas are plain functions of numbers (no store, no state), each unit-tested on its
+own. A scoring profile (:class:`CompositeProfile`, :class:`FabricProfile`,
+:class:`SimilarityProfile`) is one object that owns a rule: its weights, its ``score``
+(with the components ``explain`` shows) and its ``bounds``, the range the score can still
+reach before dedupe and boost, which the shortlist relies on. :func:`build_profile` makes
+the configured one from settings; ``MemoryContext.scoring`` builds it once.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from smriti.config import Settings
+    from smriti.nodes.state import Candidate
 
 # How the three direct signals are fused into one relevance. Full text leads: on
 # conversational memory such as LoCoMo, BM25 beats small sentence embedders (R@10 0.61
@@ -26,17 +35,21 @@ FUSION_K = 5
 
 @dataclass(frozen=True, slots=True)
 class CompositeWeights:
-    similarity: float = 0.4
-    recency: float = 0.2
-    importance: float = 0.2
-    decay: float = 0.2
+    """Weights of the composite profile (SCORE_WEIGHT_*; the defaults live in config.py)."""
+
+    similarity: float
+    recency: float
+    importance: float
+    decay: float
 
 
 @dataclass(frozen=True, slots=True)
 class FabricWeights:
-    recency: float = 0.3
-    relevance: float = 0.5
-    authority: float = 0.2
+    """Weights of the Memory Fabric profile (FABRIC_WEIGHT_*; the defaults live in config.py)."""
+
+    recency: float
+    relevance: float
+    authority: float
 
 
 def cosine(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
@@ -201,6 +214,158 @@ def shortlist(bounds: Sequence[tuple[float, float]], keep: int) -> list[int]:
     return [i for i, (_, high) in enumerate(bounds) if high >= floor]
 
 
-def rank(items: Iterable[dict], key: str = "score") -> list[dict]:
-    """Best first; ties broken by id so every backend returns the same order."""
-    return sorted(items, key=lambda item: (-item[key], item["id"]))
+def rank(candidates: Iterable[Candidate]) -> list[Candidate]:
+    """Best score first; ties broken by id so every backend returns the same order."""
+    return sorted(candidates, key=lambda c: (-c.score, c.id))
+
+
+# ----------------------------------------------------------------------------- profiles
+class ScoringProfile(Protocol):
+    """A scoring rule: the final score of a candidate and the range it can still reach."""
+
+    @property
+    def name(self) -> str: ...
+
+    def score(self, candidate: Candidate, now: datetime, seed: int) -> tuple[float, dict[str, float]]:
+        """The candidate's final score and its components (for ``explain``)."""
+        ...
+
+    def bounds(self, candidate: Candidate, seed: int) -> tuple[float, float]:
+        """(lowest, highest) score the candidate can get, whatever dedupe and boost do later."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Shaping:
+    """What every graph profile shares: the hop and cluster penalties, recency, the boost ceiling."""
+
+    hop_penalty: float
+    cross_cluster_penalty: float
+    recency_half_life_days: float
+    boost_factor: float  # the cross-reference boost; at least 1
+
+    def factors(self, candidate: Candidate, seed: int) -> tuple[float, float]:
+        """(hop_factor, cluster_factor) of the candidate given the seed cluster."""
+        hop = hop_factor(candidate.hops, self.hop_penalty)
+        cluster = cluster_factor(candidate.hops, candidate.cluster_id, seed, self.cross_cluster_penalty)
+        return hop, cluster
+
+    def recency(self, candidate: Candidate, now: datetime) -> float:
+        # Recency is the memory's own age; use (access) reaches the score through decay_factor,
+        # which recall reinforces and consolidation decays since the last access. Counting the
+        # last access here too made every recall boost its results for the next query
+        # (2-3 points of LoCoMo recall@10 lost to that feedback alone).
+        return recency(candidate.created_at, now, self.recency_half_life_days)
+
+    @property
+    def ceiling(self) -> float:
+        """The cross-reference boost can lift relevance to the boost factor; dividing every
+        score by that ceiling keeps scores in [0, 1] without changing the order."""
+        return max(1.0, self.boost_factor)
+
+
+@dataclass(frozen=True, slots=True)
+class CompositeProfile:
+    """score = composite_score(relevance, recency, importance, decay) * hop * cluster / ceiling.
+
+    Bounds: ``relevance * hop * cluster`` times between ws (no recency, importance or decay)
+    and ``ws + wr + wi + wd`` (all of them), the upper bound also times the boost factor
+    (cross_reference may still raise relevance); both divided by the ceiling.
+    """
+
+    weights: CompositeWeights
+    shaping: Shaping
+    name: str = field(default="composite", init=False)
+
+    def score(self, candidate: Candidate, now: datetime, seed: int) -> tuple[float, dict[str, float]]:
+        hop, cluster = self.shaping.factors(candidate, seed)
+        value, parts = composite_score(
+            candidate.relevance,
+            self.shaping.recency(candidate, now),
+            candidate.importance,
+            candidate.decay_factor,
+            self.weights,
+            hop,
+            cluster,
+        )
+        return value / self.shaping.ceiling, parts
+
+    def bounds(self, candidate: Candidate, seed: int) -> tuple[float, float]:
+        hop, cluster = self.shaping.factors(candidate, seed)
+        relevance = candidate.relevance * hop * cluster
+        w = self.weights
+        total = w.similarity + w.recency + w.importance + w.decay
+        boost, ceiling = max(1.0, self.shaping.boost_factor), self.shaping.ceiling
+        return relevance * w.similarity / ceiling, relevance * total * boost / ceiling
+
+
+@dataclass(frozen=True, slots=True)
+class FabricProfile:
+    """score = fabric_score(relevance, recency, authority) * hop * cluster / ceiling.
+
+    Bounds: recency at 0 and 1, authority at 0.5 and 1 (it depends on dedupe and boost),
+    relevance as it is and times the boost factor; both divided by the ceiling.
+    """
+
+    weights: FabricWeights
+    shaping: Shaping
+    name: str = field(default="fabric", init=False)
+
+    def score(self, candidate: Candidate, now: datetime, seed: int) -> tuple[float, dict[str, float]]:
+        hop, cluster = self.shaping.factors(candidate, seed)
+        authority = source_authority(candidate.cross_validated, candidate.boosted)
+        value, parts = fabric_score(
+            candidate.relevance, self.shaping.recency(candidate, now), authority, self.weights, hop, cluster
+        )
+        return value / self.shaping.ceiling, parts
+
+    def bounds(self, candidate: Candidate, seed: int) -> tuple[float, float]:
+        hop, cluster = self.shaping.factors(candidate, seed)
+        relevance = candidate.relevance * hop * cluster
+        w = self.weights
+        boost, ceiling = max(1.0, self.shaping.boost_factor), self.shaping.ceiling
+        low = w.relevance * relevance + w.authority * 0.5 * hop * cluster
+        high = (w.recency + w.authority) * hop * cluster + w.relevance * relevance * boost
+        return low / ceiling, high / ceiling
+
+
+@dataclass(frozen=True, slots=True)
+class SimilarityProfile:
+    """Search mode: score = relevance (the cosine similarity alone), no components.
+
+    That mode promises a fast, shallow vector ranking; nothing later changes the score,
+    so both bounds are the relevance.
+    """
+
+    name: str = field(default="similarity", init=False)
+
+    def score(self, candidate: Candidate, now: datetime, seed: int) -> tuple[float, dict[str, float]]:
+        return candidate.relevance, {}
+
+    def bounds(self, candidate: Candidate, seed: int) -> tuple[float, float]:
+        return candidate.relevance, candidate.relevance
+
+
+SIMILARITY = SimilarityProfile()
+
+
+def build_profile(settings: Settings) -> CompositeProfile | FabricProfile:
+    """The profile SCORING_PROFILE names, with its weights and penalties from settings."""
+    shaping = Shaping(
+        hop_penalty=settings.hop_penalty,
+        cross_cluster_penalty=settings.cross_cluster_penalty,
+        recency_half_life_days=settings.recency_half_life_days,
+        boost_factor=settings.memory_fabric_boost_factor,
+    )
+    if settings.scoring_profile == "fabric":
+        fabric = FabricWeights(
+            settings.fabric_weight_recency, settings.fabric_weight_relevance, settings.fabric_weight_authority
+        )
+        return FabricProfile(fabric, shaping)
+    composite = CompositeWeights(
+        settings.score_weight_similarity,
+        settings.score_weight_recency,
+        settings.score_weight_importance,
+        settings.score_weight_decay,
+    )
+    return CompositeProfile(composite, shaping)

@@ -15,8 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from smriti.nodes.cluster import recluster
 from smriti.nodes.decay import decay, orphans, prune, strengthen
 from smriti.nodes.index import manage_indexes
-from smriti.pipelines.context import MemoryContext
-from smriti.pipelines.state import ConsolidateInput, ConsolidateOutput, ConsolidateState
+from smriti.nodes.state import ConsolidateInput, ConsolidateOutput, ConsolidateState, MemoryContext
 
 STEPS = ["decay", "prune", "strengthen", "orphans", "recluster", "indexes"]
 _NODES = [decay, prune, strengthen, orphans, recluster, manage_indexes]

@@ -11,6 +11,18 @@ validate ─┬─ list ──> list_recent ────────────
 The three direct branches run in parallel and join before expansion. Input is
 :class:`RecallInput`, output :class:`RecallOutput` (``result`` in the unified format and
 the ``trace``).
+
+Where each step lives, in the order a run reaches them:
+
+1. ``nodes/state.py``: the RecallState channels, the typed :class:`Candidate`, the
+   MemoryContext (with its scoring profile) and the trace decorator.
+2. ``nodes/search.py``: validate (checks from ``validators.py``), list_recent,
+   parse_query, cue_traverse, vector_search (also vector_only), fulltext_search.
+3. ``nodes/expand.py``: gather (rank fusion into candidates), multi_hop, seed_cluster.
+4. ``nodes/fabric.py``: shortlist (the profile's bounds), dedupe, cross_reference.
+5. ``nodes/rank.py``: score (the profile's score), reinforce, format (the unified result).
+
+The formulas (fusion, the composite and Memory Fabric profiles) are in ``nodes/scoring.py``.
 """
 
 from __future__ import annotations
@@ -19,21 +31,18 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from smriti.nodes.cues import cue_traverse, parse_query
-from smriti.nodes.fabric import cross_reference, dedupe
-from smriti.nodes.hops import gather, multi_hop
-from smriti.nodes.inputs import validate_recall
-from smriti.nodes.score import (
-    find_seed_cluster,
-    format_result,
+from smriti.nodes.expand import find_seed_cluster, gather, multi_hop
+from smriti.nodes.fabric import cross_reference, merge_duplicates, shortlist_candidates
+from smriti.nodes.rank import format_result, reinforce, score
+from smriti.nodes.search import (
+    cue_traverse,
+    extract_query_cues,
+    fulltext_search,
     list_recent,
-    reinforce,
-    score,
-    shortlist_candidates,
+    validate_recall,
+    vector_search,
 )
-from smriti.nodes.vector import fulltext_search, vector_search
-from smriti.pipelines.context import MemoryContext
-from smriti.pipelines.state import RecallInput, RecallOutput, RecallState
+from smriti.nodes.state import MemoryContext, RecallInput, RecallOutput, RecallState
 
 DIRECT_BRANCHES = ["cue_traverse", "vector_search", "fulltext_search"]
 
@@ -54,7 +63,7 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     builder.add_node("validate", validate_recall)
     builder.add_node("list_recent", list_recent)
     builder.add_node("vector_only", vector_search)
-    builder.add_node("parse_query", parse_query)
+    builder.add_node("parse_query", extract_query_cues)
     builder.add_node("cue_traverse", cue_traverse)
     builder.add_node("vector_search", vector_search)
     builder.add_node("fulltext_search", fulltext_search)
@@ -62,7 +71,7 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     builder.add_node("multi_hop", multi_hop)
     builder.add_node("seed_cluster", find_seed_cluster)
     builder.add_node("shortlist", shortlist_candidates)
-    builder.add_node("dedupe", dedupe)
+    builder.add_node("dedupe", merge_duplicates)
     builder.add_node("cross_reference", cross_reference)
     builder.add_node("score", score)
     builder.add_node("reinforce", reinforce)

@@ -1,6 +1,9 @@
 """The store graph: validate > analyze > embed > dedupe > write > link_cues > associate >
 inherit_cluster > index_check. A near-duplicate ends the run after ``dedupe`` with the
 existing id and ``deduplicated: true``.
+
+validate to write are in ``nodes/encode.py`` (``dedupe`` is :func:`find_duplicate`),
+link_cues to index_check in ``nodes/link.py``; the state is ``nodes/state.py``'s StoreState.
 """
 
 from __future__ import annotations
@@ -10,11 +13,9 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from smriti.nodes.encode import analyze, dedupe, embed, write
-from smriti.nodes.inputs import validate_store
+from smriti.nodes.encode import analyze, embed, find_duplicate, validate_store, write
 from smriti.nodes.link import associate, index_check, inherit_cluster, link_cues
-from smriti.pipelines.context import MemoryContext
-from smriti.pipelines.state import StoreInput, StoreOutput, StoreState
+from smriti.nodes.state import MemoryContext, StoreInput, StoreOutput, StoreState
 
 STEPS = [
     "validate",
@@ -42,7 +43,7 @@ def build_store_graph(checkpointer: Any = None, interrupt_before: list[str] | No
         validate_store,
         analyze,
         embed,
-        dedupe,
+        find_duplicate,
         write,
         link_cues,
         associate,

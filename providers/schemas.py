@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-MEMORY_TYPES = ("episodic", "semantic", "procedural")
+from smriti.stores.base import MEMORY_TYPES, MemoryType
+
 INTENTS = ("decision", "procedure", "event", "person", "fact", "general")
 
 
@@ -42,7 +43,7 @@ class Analysis(BaseModel):
     """How a memory is encoded."""
 
     summary: str = Field(description="one sentence, at most 200 characters")
-    memory_type: Literal["episodic", "semantic", "procedural"] = Field(
+    memory_type: MemoryType = Field(
         description="episodic: an event or conversation; semantic: a fact or preference; "
         "procedural: how to do something"
     )

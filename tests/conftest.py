@@ -82,7 +82,7 @@ def make_context(settings):
     """
     from datetime import UTC, datetime
 
-    from smriti.pipelines.context import MemoryContext
+    from smriti.nodes.state import MemoryContext
     from smriti.providers.hashing import HashingEmbeddings
     from smriti.stores import make_store
 

@@ -3,17 +3,18 @@
 import pytest
 
 from smriti.nodes.fabric import cross_reference_boost, dedupe_results
+from smriti.nodes.state import Candidate
 
 
 def _result(id_, relevance, embedding, entities=(), tags=""):
-    return {
-        "id": id_,
-        "relevance": relevance,
-        "embedding": embedding,
-        "entities": list(entities),
-        "tags": tags,
-        "origins": ["vector"],
-    }
+    return Candidate(
+        id=id_,
+        relevance=relevance,
+        embedding=embedding,
+        entities=list(entities),
+        tags=tags,
+        origins=["vector"],
+    )
 
 
 def test_dedupe_merges_near_identical_keeping_the_higher_score():
@@ -23,14 +24,14 @@ def test_dedupe_merges_near_identical_keeping_the_higher_score():
         _result("other", 0.5, [0.0, 1.0, 0.0]),
     ]
     kept = dedupe_results(results, threshold=0.85)
-    assert [r["id"] for r in kept] == ["high", "other"]
+    assert [r.id for r in kept] == ["high", "other"]
     merged = kept[0]
-    assert merged["relevance"] == 0.9
-    assert merged["cross_validated"] is True
-    assert merged["merged_ids"] == ["low"]
-    assert merged["entities"] == ["billing", "postgres"]
-    assert merged["tags"] == "db,finance"
-    assert "cross_validated" not in kept[1]
+    assert merged.relevance == 0.9
+    assert merged.cross_validated is True
+    assert merged.merged_ids == ["low"]
+    assert merged.entities == ["billing", "postgres"]
+    assert merged.tags == "db,finance"
+    assert kept[1].cross_validated is False
 
 
 def test_dedupe_keeps_results_below_the_threshold():
@@ -47,11 +48,11 @@ def test_boost_multiplies_exactly_by_the_factor_for_shared_entities_only():
     ]
     counts = {"pgvector": 3, "rare-thing": 1, "common-word": 9}
     types = {"pgvector": "technology", "rare-thing": "concept", "common-word": "keyword"}
-    boosted = {r["id"]: r for r in cross_reference_boost(results, counts, types, factor=1.2)}
-    assert boosted["shared"]["relevance"] == pytest.approx(0.5 * 1.2)
-    assert boosted["shared"]["cross_references"] == ["pgvector"]
-    assert boosted["alone"]["relevance"] == 0.5 and not boosted["alone"].get("boosted")
-    assert boosted["keyword"]["relevance"] == 0.5
+    boosted = {r.id: r for r in cross_reference_boost(results, counts, types, factor=1.2)}
+    assert boosted["shared"].relevance == pytest.approx(0.5 * 1.2)
+    assert boosted["shared"].cross_references == ["pgvector"]
+    assert boosted["alone"].relevance == 0.5 and not boosted["alone"].boosted
+    assert boosted["keyword"].relevance == 0.5
 
 
 def test_entities_in_most_memories_do_not_boost():
@@ -59,10 +60,10 @@ def test_entities_in_most_memories_do_not_boost():
     results = [_result("a", 0.5, None, ["caroline"]), _result("b", 0.5, None, ["lgbtq"])]
     counts = {"caroline": 400, "lgbtq": 6}
     types = {"caroline": "person", "lgbtq": "organization"}
-    boosted = {r["id"]: r for r in cross_reference_boost(results, counts, types, factor=1.2, total=419)}
-    assert not boosted["a"].get("boosted") and boosted["a"]["relevance"] == 0.5
-    assert boosted["b"]["relevance"] == pytest.approx(0.6)
+    boosted = {r.id: r for r in cross_reference_boost(results, counts, types, factor=1.2, total=419)}
+    assert not boosted["a"].boosted and boosted["a"].relevance == 0.5
+    assert boosted["b"].relevance == pytest.approx(0.6)
     # In a small store the ceiling never drops below two memories.
     one = [_result("c", 0.5, None, ["bob"])]
     small = cross_reference_boost(one, {"bob": 2}, {"bob": "person"}, 1.2, total=5)
-    assert small[0]["boosted"]
+    assert small[0].boosted

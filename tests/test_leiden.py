@@ -13,10 +13,10 @@ from smriti.nodes.cluster import (
     META_RESOLUTION,
     LeidenEngine,
     build_graph,
-    inherit_cluster,
-    seed_cluster,
     stable_labels,
 )
+from smriti.nodes.expand import seed_cluster
+from smriti.nodes.link import strongest_neighbour_cluster
 from smriti.stores.base import Association, Engram
 
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
@@ -43,11 +43,13 @@ def test_seed_cluster_is_the_most_common_cluster_ignoring_unclustered() -> None:
 
 def test_inherit_cluster_takes_the_strongest_clustered_neighbour() -> None:
     strengths = {"x": 0.9, "y": 0.6, "z": 0.95}
-    assert inherit_cluster(strengths, {"x": 4, "y": 1, "z": -1}) == 4  # z is unclustered
-    assert inherit_cluster(strengths, {"y": 1}) == 1  # x and z unknown
-    assert inherit_cluster({"x": 0.5, "y": 0.5}, {"x": 7, "y": 2}) == 2  # tie: smallest cluster id
-    assert inherit_cluster(strengths, {}) == -1
-    assert inherit_cluster({}, {"x": 1}) == -1
+    assert strongest_neighbour_cluster(strengths, {"x": 4, "y": 1, "z": -1}) == 4  # z is unclustered
+    assert strongest_neighbour_cluster(strengths, {"y": 1}) == 1  # x and z unknown
+    assert (
+        strongest_neighbour_cluster({"x": 0.5, "y": 0.5}, {"x": 7, "y": 2}) == 2
+    )  # tie: smallest cluster id
+    assert strongest_neighbour_cluster(strengths, {}) == -1
+    assert strongest_neighbour_cluster({}, {"x": 1}) == -1
 
 
 def test_build_graph_folds_directions_with_the_max_strength() -> None:

@@ -158,7 +158,7 @@ def test_step_through_with_checkpointer(topic_context):
     graph.invoke({"query": "alpha"}, config, context=topic_context)
     paused = graph.get_state(config)
     assert paused.next == ("multi_hop",)
-    assert [c["id"] for c in paused.values["candidates"]] == [a]
+    assert [c.id for c in paused.values["candidates"]] == [a]
     final = graph.invoke(None, config, context=topic_context)
     assert final["result"]["results"][0]["id"] == a
 

@@ -24,6 +24,7 @@ from smriti.nodes.scoring import (
     shortlist,
     source_authority,
 )
+from smriti.nodes.state import Candidate
 
 NOW = datetime(2026, 1, 15, tzinfo=UTC)
 
@@ -75,7 +76,7 @@ def test_branch_rank_counts_strictly_better_hits():
 
 
 def test_composite_default_weights_and_penalties():
-    weights = CompositeWeights()
+    weights = CompositeWeights(0.4, 0.2, 0.2, 0.2)  # the defaults of DESIGN.md
     score, parts = composite_score(1.0, 1.0, 1.0, 1.0, weights)
     assert score == pytest.approx(1.0)
     score, parts = composite_score(0.5, 0.0, 0.5, 1.0, weights)
@@ -104,14 +105,14 @@ def test_hop_relevance_takes_the_better_of_own_and_inherited():
 def test_fabric_profile_weights():
     assert source_authority(False, False) == 0.5
     assert source_authority(True, True) == 1.0
-    score, parts = fabric_score(1.0, 0.5, 1.0, FabricWeights())
+    score, parts = fabric_score(1.0, 0.5, 1.0, FabricWeights(0.3, 0.5, 0.2))
     assert score == pytest.approx(0.5 + 0.15 + 0.2)
     assert parts["relevance"] == pytest.approx(0.5)
 
 
 def test_rank_breaks_ties_by_id():
-    items = [{"id": "b", "score": 1.0}, {"id": "a", "score": 1.0}, {"id": "c", "score": 2.0}]
-    assert [i["id"] for i in rank(items)] == ["c", "a", "b"]
+    items = [Candidate("b", score=1.0), Candidate("a", score=1.0), Candidate("c", score=2.0)]
+    assert [i.id for i in rank(items)] == ["c", "a", "b"]
 
 
 def test_shortlist_keeps_whatever_can_still_reach_the_top():

@@ -1,6 +1,6 @@
 """The compiled graphs as subgraphs of a user's graph.
 
-Contract (pipelines/state.py): a parent graph that adds ``store_graph`` or ``recall_graph``
+Contract (nodes/state.py): a parent graph that adds ``store_graph`` or ``recall_graph``
 as a node shares channels by name.
 
 * store reads ``content`` (required), ``importance``, ``tags``, ``source``, ``created_at``

@@ -1,26 +1,25 @@
-"""Input validation nodes: bad requests fail before anything is read or written.
+"""Input checks shared by the pipelines' validate nodes, the MCP server and the CLI.
 
-The validators are plain functions too, so the MCP server and the CLI give the same
-messages for the same mistakes.
+One module so the same mistake gets the same message whichever entry point it came
+through. Every check raises :class:`smriti.errors.InvalidInput` with a one-line message
+and returns the cleaned value.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
-
-from langgraph.runtime import Runtime
+from typing import Any, Literal, get_args
 
 from smriti.errors import InvalidInput
-from smriti.nodes.trace import traced
-from smriti.pipelines.context import MemoryContext
-from smriti.pipelines.state import RecallState, StoreState
 from smriti.stores.base import MEMORY_TYPES
 
-RECALL_MODES = ("recall", "search", "list")
+RecallMode = Literal["recall", "search", "list"]
+"""recall: the full pipeline; search: vector similarity only; list: most recently accessed."""
+RECALL_MODES: tuple[str, ...] = get_args(RecallMode)
 
 
 def check_content(content: Any, max_chars: int) -> str:
+    """A non-empty string of at most ``max_chars`` characters, stripped."""
     if not isinstance(content, str) or not content.strip():
         raise InvalidInput("content must be a non-empty string")
     if len(content) > max_chars:
@@ -31,6 +30,7 @@ def check_content(content: Any, max_chars: int) -> str:
 
 
 def check_importance(importance: Any) -> float:
+    """A finite number in [0, 1]."""
     try:
         value = float(importance)
     except (TypeError, ValueError):
@@ -41,6 +41,7 @@ def check_importance(importance: Any) -> float:
 
 
 def normalise_tags(tags: Any) -> str:
+    """Comma-separated tags, lower-cased, stripped, unique in their first order; None is ``""``."""
     if tags is None:
         return ""
     if not isinstance(tags, str):
@@ -50,6 +51,7 @@ def normalise_tags(tags: Any) -> str:
 
 
 def check_mode(mode: Any) -> str:
+    """One of :data:`RECALL_MODES`; empty means ``recall``."""
     mode = mode or "recall"
     if mode not in RECALL_MODES:
         raise InvalidInput(f"mode must be one of {', '.join(RECALL_MODES)}, got {mode!r}")
@@ -57,6 +59,7 @@ def check_mode(mode: Any) -> str:
 
 
 def check_memory_type(memory_type: Any) -> str | None:
+    """One of ``stores.base.MEMORY_TYPES``, or None (no filter) for None or ``""``."""
     if memory_type in (None, ""):
         return None
     if memory_type not in MEMORY_TYPES:
@@ -65,42 +68,9 @@ def check_memory_type(memory_type: Any) -> str | None:
 
 
 def check_limit(limit: Any, maximum: int) -> int:
+    """An integer (not a bool) from 1 to ``maximum``."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= maximum:
         raise InvalidInput(
             f"limit must be an integer from 1 to {maximum} (MEMORY_FABRIC_MAX_RESULTS), got {limit!r}"
         )
     return limit
-
-
-@traced("validate")
-def validate_store(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    settings = runtime.context.settings
-    source = state.get("source") or ""
-    if not isinstance(source, str):
-        raise InvalidInput("source must be a string")
-    return {
-        "content": check_content(state.get("content"), settings.max_content_chars),
-        "importance": check_importance(state.get("importance", 0.5)),
-        "tags": normalise_tags(state.get("tags", "")),
-        "source": source.strip(),
-        "_notes": "input accepted",
-    }
-
-
-@traced("validate")
-def validate_recall(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    settings = runtime.context.settings
-    query = state.get("query") or ""
-    if not isinstance(query, str):
-        raise InvalidInput("query must be a string")
-    mode = check_mode(state.get("mode"))
-    if not query.strip() and mode != "list":
-        mode = "list"  # an empty query returns recent memories (Memory Fabric: "empty query")
-    return {
-        "query": query.strip(),
-        "mode": mode,
-        "limit": check_limit(state.get("limit", 5), settings.memory_fabric_max_results),
-        "memory_type": check_memory_type(state.get("memory_type")),
-        "explain": bool(state.get("explain", False)),
-        "_notes": f"mode={mode}",
-    }

@@ -1,0 +1,123 @@
+"""Recall's last steps: score with the profile and keep the top ``limit``, reinforce what was
+recalled, and format the unified result (DESIGN.md, Memory Fabric).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from smriti.nodes.scoring import SIMILARITY, rank
+from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
+
+
+@traced("score")
+def score(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Score every candidate with the configured profile (composite or Memory Fabric), keep the top.
+
+    In ``search`` mode the score is the cosine similarity alone: that mode promises a
+    fast, shallow vector ranking.
+    """
+    context = runtime.context
+    profile = SIMILARITY if state["mode"] == "search" else context.scoring
+    now = context.clock()
+    seed = state.get("seed_cluster", -1)
+    scored = []
+    for candidate in state.get("candidates", []):
+        item = dataclasses.replace(candidate)
+        item.score, item.components = profile.score(item, now, seed)
+        scored.append(item)
+    top = rank(scored)[: state["limit"]]
+    return {
+        "results": top,
+        "_candidates": trace_scores(top, "score"),
+        "_notes": f"profile={profile.name}; kept {len(top)} of {len(scored)}",
+    }
+
+
+@traced("reinforce")
+def reinforce(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Recalled memories get stronger: access_count + 1, last_accessed_at = now, decay_factor up."""
+    context = runtime.context
+    results = state.get("results", [])
+    if state["mode"] == "list" or not results:
+        return {"_notes": "nothing reinforced"}
+    now = context.clock()
+    with context.write_lock:
+        after = context.store.reinforce([r.id for r in results], now, context.settings.reinforce_boost)
+    refreshed = []
+    for r in results:
+        if r.id in after:  # a memory forgotten meanwhile keeps the values it was read with
+            access_count, decay_factor = after[r.id]
+            r = dataclasses.replace(
+                r, access_count=access_count, decay_factor=decay_factor, last_accessed_at=now
+            )
+        refreshed.append(r)
+    return {"results": refreshed, "_notes": f"reinforced {len(after)} memories"}
+
+
+def format_item(candidate: Candidate, explain: bool) -> dict[str, Any]:
+    """One result: {id, text, score, source, timestamp, entities, graph_relations, memory_type,
+    cluster_id, metadata} (+ ``components`` with ``explain``)."""
+    item: dict[str, Any] = {
+        "id": candidate.id,
+        "text": candidate.text,
+        "score": round(float(candidate.score), 6),
+        "source": candidate.source or "memory",
+        "timestamp": candidate.created_at.isoformat(),
+        "entities": list(candidate.entities),
+        "graph_relations": list(candidate.graph_relations),
+        "memory_type": candidate.memory_type,
+        "cluster_id": candidate.cluster_id,
+        "metadata": {
+            "summary": candidate.summary,
+            "tags": candidate.tags,
+            "importance": candidate.importance,
+            "access_count": candidate.access_count,
+            "decay_factor": round(candidate.decay_factor, 6),
+            "last_accessed_at": candidate.last_accessed_at.isoformat(),
+            "retrieved_by": list(candidate.origins),
+            "hops": candidate.hops,
+            "via": candidate.via,
+            "matched_cues": list(candidate.matched_cues),
+            "cross_validated": candidate.cross_validated,
+            "merged_ids": list(candidate.merged_ids),
+            "boosted": candidate.boosted,
+        },
+    }
+    if explain:
+        item["components"] = {
+            "similarity": round(candidate.similarity, 6),
+            "text_score": round(candidate.text_score, 6),
+            "cue_score": round(candidate.cue_score, 6),
+            "relevance": round(candidate.relevance, 6),
+            # each branch's rank, as fused into relevance
+            **{f"rank_{branch}": rank for branch, rank in candidate.ranks.items()},
+            **{k: round(v, 6) for k, v in candidate.components.items()},
+        }
+    return item
+
+
+def unified_result(query: str, mode: str, candidates: Sequence[Candidate], explain: bool) -> dict[str, Any]:
+    """{query, mode, total_results, sources, results}; ``sources`` counts results by retrieval path."""
+    sources = Counter(origin for c in candidates for origin in (c.origins or [mode]))
+    return {
+        "query": query,
+        "mode": mode,
+        "total_results": len(candidates),
+        "sources": dict(sorted(sources.items())),
+        "results": [format_item(c, explain) for c in candidates],
+    }
+
+
+@traced("format")
+def format_result(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """The unified result the tools return (with each score's components when ``explain``)."""
+    result = unified_result(
+        state.get("query", ""), state["mode"], state.get("results", []), state.get("explain", False)
+    )
+    return {"result": result, "_notes": f"{result['total_results']} result(s)"}

@@ -1,0 +1,327 @@
+"""What every node sees: the run's context, its typed state, the recall candidate, the trace.
+
+This is the bottom layer of the pipelines: nodes import it, ``pipelines/`` wires nodes into
+graphs, and nothing here imports either. A node is ``def step(state, runtime:
+Runtime[MemoryContext]) -> dict`` returning only the keys it changes; the :func:`traced`
+decorator appends its one :class:`TraceEntry`.
+
+The states are TypedDicts with separate input and output schemas, so a caller (or a parent
+graph using a pipeline as a subgraph) never sees internal channels. Channels written by the
+recall graph's parallel branches use merging reducers.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import operator
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired, TypedDict, cast
+
+from smriti.nodes.scoring import ScoringProfile, build_profile
+from smriti.stores.base import NO_CLUSTER, utcnow
+
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.language_models import BaseChatModel
+
+    from smriti.config import Settings
+    from smriti.stores.base import Cue, Engram, GraphStore
+
+
+# ----------------------------------------------------------------------------- context
+@dataclass
+class MemoryContext:
+    """Everything a pipeline run needs, passed to each graph run as ``context=``.
+
+    Nothing is global: a context is built once (by the server's lifespan, the CLI, a
+    notebook or a test; ``smriti.pipelines.context.build_context`` does it from settings).
+    Tests swap in fake models and a frozen clock by building the dataclass themselves.
+
+    Attributes:
+        store: the accessing user's graph store.
+        embedder: any LangChain ``Embeddings``.
+        llm: a LangChain chat model, or None to use the offline heuristic analysis.
+        settings: validated settings (weights, thresholds).
+        clock: returns "now" (UTC); tests and benchmarks replace it.
+        write_lock: serialises writes; embedded databases allow one writer at a time.
+        cache: per-context scratch space (the Leiden engine keeps its resolution cache here too).
+    """
+
+    store: GraphStore
+    embedder: Embeddings
+    settings: Settings
+    llm: BaseChatModel | None = None
+    clock: Callable[[], datetime] = utcnow
+    write_lock: threading.RLock = field(default_factory=threading.RLock)
+    cache: dict[str, Any] = field(default_factory=dict)
+    _scoring: tuple[Settings, ScoringProfile] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    @property
+    def scoring(self) -> ScoringProfile:
+        """The recall scoring profile, built once per settings object.
+
+        Rebuilt only when ``settings`` is replaced (the benchmark's ablation swaps them).
+        """
+        built = self._scoring
+        if built is None or built[0] is not self.settings:
+            built = self._scoring = (self.settings, build_profile(self.settings))
+        return built[1]
+
+    def close(self) -> None:
+        self.store.close()
+
+
+# ----------------------------------------------------------------------------- trace
+class TraceCandidate(TypedDict):
+    id: str
+    score: float
+
+
+class TraceEntry(TypedDict):
+    """One step of a run: which node, how long, its candidates (best first, capped), a note."""
+
+    node: str
+    ms: float
+    candidates: list[TraceCandidate]
+    notes: str
+
+
+MAX_TRACE_CANDIDATES = 25
+
+
+def _entry(name: str, started: float, update: dict[str, Any]) -> TraceEntry:
+    candidates = update.pop("_candidates", [])[:MAX_TRACE_CANDIDATES]
+    return {
+        "node": name,
+        "ms": round((time.perf_counter() - started) * 1000, 3),
+        "candidates": [{"id": c["id"], "score": round(float(c["score"]), 6)} for c in candidates],
+        "notes": update.pop("_notes", ""),
+    }
+
+
+def traced[F: Callable[..., Any]](name: str) -> Callable[[F], F]:
+    """Wrap a node (sync or async) so it appends one timed :class:`TraceEntry`.
+
+    The node may return two private keys that go into the entry instead of the state:
+    ``_candidates`` (a list of ``{"id", "score"}``) and ``_notes`` (one line of prose).
+    """
+
+    def decorate(func: F) -> F:
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def async_node(state: Any, runtime: Any) -> dict[str, Any]:
+                started = time.perf_counter()
+                update = dict(await func(state, runtime) or {})
+                update["trace"] = [_entry(name, started, update)]
+                return update
+
+            return cast(F, async_node)
+
+        @functools.wraps(func)
+        def node(state: Any, runtime: Any) -> dict[str, Any]:
+            started = time.perf_counter()
+            update = dict(func(state, runtime) or {})
+            update["trace"] = [_entry(name, started, update)]
+            return update
+
+        return cast(F, node)
+
+    return decorate
+
+
+def trace_scores(candidates: Sequence[Candidate], attribute: str = "relevance") -> list[TraceCandidate]:
+    """``[{"id", "score"}]`` of candidates for a trace entry, scored by ``attribute``."""
+    return [{"id": c.id, "score": getattr(c, attribute)} for c in candidates]
+
+
+# ----------------------------------------------------------------------------- recall candidate
+class Hit(TypedDict, total=False):
+    """What the direct branches found for one engram; each branch writes its own keys."""
+
+    similarity: float  # vector branch: cosine
+    text_score: float  # full-text branch: normalised to (0, 1]
+    cue_score: float  # cue branch: idf-weighted share of the query's cues
+    matched_cues: list[str]
+    origins: list[str]  # which branches found it: cue, vector, fulltext (hop, list later)
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One engram on its way through recall: its fields, its signals, then its score.
+
+    Filled in stages: the engram's fields and the branch signals at gather (or hop);
+    ``relevance`` and ``ranks`` by fusion; ``cross_validated``, ``merged_ids``, ``boosted``,
+    ``cross_references`` and ``graph_relations`` by the Memory Fabric stages; ``score`` and
+    ``components`` by the scoring profile.
+    """
+
+    id: str
+    # the engram
+    text: str = ""
+    summary: str = ""
+    memory_type: str = "episodic"
+    importance: float = 0.5
+    access_count: int = 0
+    created_at: datetime = field(default_factory=utcnow)
+    last_accessed_at: datetime = field(default_factory=utcnow)
+    decay_factor: float = 1.0
+    embedding: list[float] | None = None
+    source: str = ""
+    tags: str = ""
+    cluster_id: int = NO_CLUSTER
+    entities: list[str] = field(default_factory=list)  # cue names, sorted
+    entity_types: dict[str, str] = field(default_factory=dict)  # cue name -> cue type
+    # the direct signals (see Hit) and how it was reached
+    similarity: float = 0.0
+    text_score: float = 0.0
+    cue_score: float = 0.0
+    matched_cues: list[str] = field(default_factory=list)
+    origins: list[str] = field(default_factory=list)
+    hops: int = 0
+    via: str | None = None  # the engram a hop result was reached from
+    # fusion
+    relevance: float = 0.0
+    ranks: dict[str, int] = field(default_factory=dict)  # branch -> rank among its direct hits
+    # Memory Fabric
+    cross_validated: bool = False
+    merged_ids: list[str] = field(default_factory=list)
+    boosted: bool = False
+    cross_references: list[str] = field(default_factory=list)
+    graph_relations: list[dict[str, str]] = field(default_factory=list)
+    # scoring
+    score: float = 0.0
+    components: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_engram(cls, engram: Engram, cues: Sequence[Cue], hit: Hit | None = None) -> Candidate:
+        """A candidate for ``engram`` with its cues as entities and the signals found so far."""
+        hit = hit or {}
+        return cls(
+            id=engram.id,
+            text=engram.content,
+            summary=engram.summary,
+            memory_type=engram.memory_type,
+            importance=engram.importance,
+            access_count=engram.access_count,
+            created_at=engram.created_at,
+            last_accessed_at=engram.last_accessed_at,
+            decay_factor=engram.decay_factor,
+            embedding=engram.embedding,
+            source=engram.source,
+            tags=engram.tags,
+            cluster_id=engram.cluster_id,
+            entities=sorted(c.name for c in cues),
+            entity_types={c.name: c.cue_type for c in cues},
+            similarity=float(hit.get("similarity", 0.0)),
+            text_score=float(hit.get("text_score", 0.0)),
+            cue_score=float(hit.get("cue_score", 0.0)),
+            matched_cues=list(hit.get("matched_cues", [])),
+            origins=list(hit.get("origins", [])),
+        )
+
+
+# ----------------------------------------------------------------------------- reducers
+def merge_dicts(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
+    """Reducer for channels that parallel branches fill in side by side."""
+    merged = dict(left or {})
+    merged.update(right or {})
+    return merged
+
+
+def merge_hits(left: Mapping[str, Hit] | None, right: Mapping[str, Hit] | None) -> dict[str, Hit]:
+    """Reducer for recall hits: branches may find the same engram, so merge per id.
+
+    Scores are kept per signal (each branch writes its own keys); ``origins`` lists are joined.
+    """
+    merged: dict[str, Hit] = {key: cast(Hit, dict(value)) for key, value in (left or {}).items()}
+    for engram_id, hit in (right or {}).items():
+        current = merged.setdefault(engram_id, {})
+        origins = list(current.get("origins", []))
+        for key, value in hit.items():
+            if key == "origins":
+                origins.extend(o for o in cast(list[str], value) if o not in origins)
+            else:
+                current[key] = value  # type: ignore[literal-required]
+        current["origins"] = origins
+    return merged
+
+
+# ----------------------------------------------------------------------------- store
+class StoreInput(TypedDict):
+    content: str
+    importance: NotRequired[float]
+    tags: NotRequired[str]
+    source: NotRequired[str]
+    created_at: NotRequired[str]  # ISO time of the memory (imports, benchmarks); default now
+
+
+class StoreOutput(TypedDict):
+    id: str
+    memory_type: str
+    cues: list[dict[str, str]]  # [{"name", "type"}]
+    cluster_id: int
+    deduplicated: bool
+    trace: list[TraceEntry]
+
+
+class StoreState(StoreInput, total=False):
+    analysis: dict[str, Any]  # summary, memory_type, cues, relations, analyzer
+    embedding: list[float]
+    duplicate_of: str | None
+    similar: list[dict[str, Any]]  # [{"id", "score"}] nearest existing engrams
+    id: str
+    links: dict[str, float]  # associated engram id -> strength, as written by associate
+    memory_type: str
+    cues: list[dict[str, str]]
+    cluster_id: int
+    deduplicated: bool
+    trace: Annotated[list[TraceEntry], operator.add]
+
+
+# ----------------------------------------------------------------------------- recall
+class RecallInput(TypedDict):
+    query: NotRequired[str]
+    limit: NotRequired[int]
+    mode: NotRequired[str]  # validators.RecallMode once validated
+    memory_type: NotRequired[str | None]
+    explain: NotRequired[bool]
+
+
+class RecallOutput(TypedDict):
+    result: dict[str, Any]  # the unified result format (DESIGN.md)
+    trace: list[TraceEntry]
+
+
+class RecallState(RecallInput, total=False):
+    parsed: dict[str, Any]  # cues, entity_hints, intent, keywords
+    query_embedding: list[float]
+    hits: Annotated[dict[str, Hit], merge_hits]  # engram id -> signals, merged across branches
+    candidates: list[Candidate]  # after gather, best relevance first; hops appended
+    branch_scores: dict[str, list[float]]  # per signal, the direct hits' scores best first (rank fusion)
+    seed_cluster: int
+    results: list[Candidate]  # scored top ``limit``, best first
+    result: dict[str, Any]
+    trace: Annotated[list[TraceEntry], operator.add]
+
+
+# ----------------------------------------------------------------------------- consolidate
+class ConsolidateInput(TypedDict):
+    now: NotRequired[str]  # ISO time to consolidate at (simulations); default the context clock
+
+
+class ConsolidateOutput(TypedDict):
+    report: dict[str, Any]
+    trace: list[TraceEntry]
+
+
+class ConsolidateState(ConsolidateInput, total=False):
+    report: Annotated[dict[str, Any], merge_dicts]
+    trace: Annotated[list[TraceEntry], operator.add]
