@@ -262,7 +262,9 @@ def text_of(content: str | None, summary: str | None) -> str:
     return f"{content or ''}\n{summary}" if summary else content or ""
 
 
-def cosine(query: Sequence[float] | np.ndarray, matrix: np.ndarray, norms: np.ndarray | None = None) -> np.ndarray:
+def cosine(
+    query: Sequence[float] | np.ndarray, matrix: np.ndarray, norms: np.ndarray | None = None
+) -> np.ndarray:
     """Cosine similarity of ``query`` with each row of ``matrix``, in the matrix's dtype.
 
     A zero row (or a zero query) scores 0. ``norms`` are the rows' norms when the caller

@@ -30,13 +30,13 @@ def store(settings: Settings):
 
 def table(store: KuzuStore) -> dict[str, Engram]:
     """Every engram as the database returns it, bypassing the caches."""
-    rows = store._run(f"MATCH (e:Engram) RETURN {schema.ENGRAM_RETURN}")
+    rows = store.db.run(f"MATCH (e:Engram) RETURN {schema.ENGRAM_RETURN}")
     return {engram.id: engram for engram in map(schema.engram_from_row, rows)}
 
 
 def link_counts(store: KuzuStore) -> dict[str, int]:
     """Engrams per cue name, counted by the database (cues without links count 0)."""
-    rows = store._run("MATCH (c:Cue) OPTIONAL MATCH (c)<-[:EncodedBy]-(e:Engram) RETURN c.name, count(e)")
+    rows = store.db.run("MATCH (c:Cue) OPTIONAL MATCH (c)<-[:EncodedBy]-(e:Engram) RETURN c.name, count(e)")
     return {name: int(count) for name, count in rows}
 
 
@@ -79,7 +79,7 @@ def test_cached_rows_follow_every_write(store: KuzuStore) -> None:
         store.create_engram(new_engram(rng, number))
     store.link_cues("e001", [Cue(name=CUE_NAMES[0])])
     store.vector_search(np.ones(DIMS).tolist(), 3)  # the first vector search loads the caches
-    assert store._engram_rows.loaded and len(store._engram_rows) == 12
+    assert store.rows.loaded and len(store.rows) == 12
     assert store.cue_engram_counts([CUE_NAMES[0]]) == {CUE_NAMES[0]: 1}  # loads the link counts
     created = 12
     for step in range(160):
@@ -107,7 +107,7 @@ def test_cached_rows_follow_every_write(store: KuzuStore) -> None:
         asked = [*sorted(expected), "ghost"]
         assert {e.id: e for e in store.get_engrams(asked)} == expected, f"step {step}: {action}"
         assert store.cluster_ids(asked) == {i: e.cluster_id for i, e in expected.items()}
-    assert store._engram_rows.loaded, "the walk ran against the cache"
+    assert store.rows.loaded, "the walk ran against the cache"
     assert store.get_engram("ghost") is None
 
 
