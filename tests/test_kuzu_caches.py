@@ -119,3 +119,19 @@ def test_cached_engrams_are_copies(store: KuzuStore) -> None:
     first.embedding[0] = 123.0
     again = store.get_engram("e001")
     assert again.importance != 0.0 and again.embedding[0] != 123.0
+
+
+def test_connection_transaction_commits_or_rolls_back(store: KuzuStore) -> None:
+    """The Connection's transaction() is one unit: all of it lands, or none (nested uses join)."""
+    set_meta = "MERGE (m:Meta {key: $key}) SET m.value = $value"
+    with store.db.transaction():
+        store.db.run(set_meta, {"key": "a", "value": "1"})
+        with store.db.transaction():
+            store.db.run(set_meta, {"key": "b", "value": "2"})
+    with pytest.raises(RuntimeError), store.db.transaction():
+        store.db.run(set_meta, {"key": "c", "value": "3"})
+        raise RuntimeError("abort")
+    assert [store.get_meta(key) for key in "abc"] == ["1", "2", None]
+    queries = store.db.queries
+    store.get_meta("a")
+    assert store.db.queries == queries + 1 and store.db.seconds > 0
