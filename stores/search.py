@@ -5,7 +5,7 @@ answers BM25 keyword queries from an inverted index. The embedded store loads bo
 once and keeps them in step with its writes (add, remove, retype), so a store followed by
 a search does not reload ten thousand embeddings. A Cypher store, whose database other
 processes may write, re-reads the texts on each fallback query but re-tokenises only those
-that changed (:meth:`KeywordIndex.sync`). :func:`text_of` and :func:`cosine_similarities`
+that changed (:meth:`KeywordIndex.sync`). :func:`text_of` and :func:`cosine`
 are the one definition of what keyword search sees and of brute-force cosine.
 
 Measured on the development machine (10k engrams, 1536 dims): brute force over the cached
@@ -119,16 +119,9 @@ class VectorCache:
     def search(self, query: np.ndarray, k: int, memory_type: str | None = None) -> list[tuple[str, float]]:
         """Top-k (id, cosine) for a query vector, best first; ties by id for stable output."""
         size = len(self._ids)
-        norm = float(np.linalg.norm(query))
-        if size == 0 or k <= 0 or norm == 0.0:
+        if size == 0 or k <= 0 or not np.any(query):
             return []
-        # einsum runs numpy's own single-threaded loop: a BLAS gemv (``@``) wakes OpenBLAS's
-        # thread pool, whose spinning workers then compete with the database's threads (on
-        # 2 cores this made the search ~8x and the next Kuzu queries ~1.5x slower).
-        dots = np.einsum("ij,j->i", self._matrix[:size], (query.astype(np.float32) / norm))
-        norms = self._norms[:size]
-        # Cosine: divide by each row's norm; a zero row scores 0 against anything.
-        scores = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+        scores = cosine(query, self._matrix[:size], self._norms[:size])
         candidates = np.arange(size)
         if memory_type is not None:
             code = self._type_codes.get(memory_type)
@@ -269,13 +262,26 @@ def text_of(content: str | None, summary: str | None) -> str:
     return f"{content or ''}\n{summary}" if summary else content or ""
 
 
-def cosine_similarities(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> list[float]:
-    """Cosine similarity of ``query`` with each vector (0.0 where either vector is zero), in float64."""
-    if not len(vectors):
-        return []
-    matrix = np.asarray(vectors, dtype=np.float64)
-    q = np.asarray(query, dtype=np.float64)
-    norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(q)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sims = np.where(norms > 0, matrix @ q / np.where(norms > 0, norms, 1.0), 0.0)
-    return sims.tolist()
+def cosine(
+    query: Sequence[float] | np.ndarray, matrix: np.ndarray, norms: np.ndarray | None = None
+) -> np.ndarray:
+    """Cosine similarity of ``query`` with each row of ``matrix``, in the matrix's dtype.
+
+    A zero row (or a zero query) scores 0. ``norms`` are the rows' norms when the caller
+    keeps them (the vector cache does); computed here otherwise. The one brute-force cosine:
+    the embedded store's cache calls it on float32 rows, the Cypher fallback on float64 rows.
+    """
+    if not len(matrix):
+        return np.zeros(0, dtype=matrix.dtype)
+    q = np.asarray(query, dtype=matrix.dtype)
+    norm = float(np.linalg.norm(q))
+    if norm == 0.0:
+        return np.zeros(len(matrix), dtype=matrix.dtype)
+    if norms is None:
+        norms = np.linalg.norm(matrix, axis=1)
+    # einsum runs numpy's own single-threaded loop: a BLAS gemv (``@``) wakes OpenBLAS's
+    # thread pool, whose spinning workers then compete with the database's threads (on
+    # 2 cores this made the search ~8x and the next Kuzu queries ~1.5x slower).
+    dots = np.einsum("ij,j->i", matrix, q / norm)
+    # Cosine: divide by each row's norm; a zero row scores 0 against anything.
+    return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)

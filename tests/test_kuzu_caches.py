@@ -30,13 +30,13 @@ def store(settings: Settings):
 
 def table(store: KuzuStore) -> dict[str, Engram]:
     """Every engram as the database returns it, bypassing the caches."""
-    rows = store._run(f"MATCH (e:Engram) RETURN {schema.ENGRAM_RETURN}")
+    rows = store.db.run(f"MATCH (e:Engram) RETURN {schema.ENGRAM_RETURN}")
     return {engram.id: engram for engram in map(schema.engram_from_row, rows)}
 
 
 def link_counts(store: KuzuStore) -> dict[str, int]:
     """Engrams per cue name, counted by the database (cues without links count 0)."""
-    rows = store._run("MATCH (c:Cue) OPTIONAL MATCH (c)<-[:EncodedBy]-(e:Engram) RETURN c.name, count(e)")
+    rows = store.db.run("MATCH (c:Cue) OPTIONAL MATCH (c)<-[:EncodedBy]-(e:Engram) RETURN c.name, count(e)")
     return {name: int(count) for name, count in rows}
 
 
@@ -79,7 +79,7 @@ def test_cached_rows_follow_every_write(store: KuzuStore) -> None:
         store.create_engram(new_engram(rng, number))
     store.link_cues("e001", [Cue(name=CUE_NAMES[0])])
     store.vector_search(np.ones(DIMS).tolist(), 3)  # the first vector search loads the caches
-    assert store._engram_rows.loaded and len(store._engram_rows) == 12
+    assert store.rows.loaded and len(store.rows) == 12
     assert store.cue_engram_counts([CUE_NAMES[0]]) == {CUE_NAMES[0]: 1}  # loads the link counts
     created = 12
     for step in range(160):
@@ -107,7 +107,7 @@ def test_cached_rows_follow_every_write(store: KuzuStore) -> None:
         asked = [*sorted(expected), "ghost"]
         assert {e.id: e for e in store.get_engrams(asked)} == expected, f"step {step}: {action}"
         assert store.cluster_ids(asked) == {i: e.cluster_id for i, e in expected.items()}
-    assert store._engram_rows.loaded, "the walk ran against the cache"
+    assert store.rows.loaded, "the walk ran against the cache"
     assert store.get_engram("ghost") is None
 
 
@@ -119,3 +119,19 @@ def test_cached_engrams_are_copies(store: KuzuStore) -> None:
     first.embedding[0] = 123.0
     again = store.get_engram("e001")
     assert again.importance != 0.0 and again.embedding[0] != 123.0
+
+
+def test_connection_transaction_commits_or_rolls_back(store: KuzuStore) -> None:
+    """The Connection's transaction() is one unit: all of it lands, or none (nested uses join)."""
+    set_meta = "MERGE (m:Meta {key: $key}) SET m.value = $value"
+    with store.db.transaction():
+        store.db.run(set_meta, {"key": "a", "value": "1"})
+        with store.db.transaction():
+            store.db.run(set_meta, {"key": "b", "value": "2"})
+    with pytest.raises(RuntimeError), store.db.transaction():
+        store.db.run(set_meta, {"key": "c", "value": "3"})
+        raise RuntimeError("abort")
+    assert [store.get_meta(key) for key in "abc"] == ["1", "2", None]
+    queries = store.db.queries
+    store.get_meta("a")
+    assert store.db.queries == queries + 1 and store.db.seconds > 0

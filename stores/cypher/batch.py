@@ -1,9 +1,8 @@
-"""Batch writes of the openCypher stores: a mixin of :class:`~smriti.stores.cypher.CypherGraphStore`.
+"""Cue and edge writes of the openCypher stores: :class:`CypherGraphWrites`.
 
-Split from the store to keep modules short; each method is the batch form of a one-at-a-time
-write of :mod:`smriti.stores.cypher.graph` with the same semantics, sent as one or two
-``UNWIND`` queries whatever the batch size (a new cue with an embedding, which is rare, still
-goes through ``upsert_cue``). The store pipeline writes the cues and edges of a memory this
+Each method is a batch write with the semantics of :mod:`smriti.stores.cypher.graph`, sent as
+one or two ``UNWIND`` queries whatever the batch size (a new cue with an embedding, which is
+rare, gets a query of its own). The store pipeline writes the cues and edges of a memory this
 way. Pairs and associations are merged first
 (:func:`~smriti.stores.base.merge_cooccurrences`, :func:`~smriti.stores.base.merge_associations`),
 so a batch naming one pair twice or both ways round writes one edge.
@@ -12,7 +11,7 @@ so a batch naming one pair twice or both ways round writes one edge.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from smriti.stores.base import (
     Association,
@@ -24,17 +23,15 @@ from smriti.stores.base import (
     merge_cooccurrences,
     new_id,
 )
-from smriti.stores.cypher.search import CUE_COLUMNS, cue_from_row, to_stored_time
+from smriti.stores.cypher.connection import UserGraph
+from smriti.stores.cypher.rows import CUE_COLUMNS, cue_from_row, to_stored_time
 
 
-class CypherBatchWriteMixin:
-    """``link_cues``, ``add_cooccurrences``, ``add_relations`` and ``associate_many``."""
+class CypherGraphWrites:
+    """``upsert_cues``, ``link_cue_ids``, ``add_cooccurrences``, ``add_relations``, ``associate_many``."""
 
-    if TYPE_CHECKING:  # provided by CypherGraphStore and CypherCueGraphMixin
-
-        def _q(self, query: str, **params: Any) -> list[dict[str, Any]]: ...
-        def _check_embedding(self, embedding: Sequence[float] | None) -> list[float] | None: ...
-        def vector_literal(self, param: str) -> str: ...
+    def __init__(self, graph: UserGraph) -> None:
+        self.graph = graph
 
     def upsert_cues(self, cues: Sequence[Cue]) -> list[Cue]:
         """MERGE the cues by name and read them back: one query, plus one per new cue with an embedding.
@@ -46,19 +43,19 @@ class CypherBatchWriteMixin:
         wanted: dict[str, Cue] = {}
         for name, cue in zip(names, cues, strict=True):
             if name not in wanted:
-                self._check_embedding(cue.embedding)
+                self.graph.check_embedding(cue.embedding)
                 wanted[name] = cue
         if not wanted:
             return []
         for name, cue in wanted.items():
             if cue.embedding is not None:  # rare: the backend's vector expression takes a parameter
-                self._q(
+                self.graph.q(
                     "MERGE (c:Cue {user: $user, name: $name}) ON CREATE SET c.id = $id, "
-                    f"c.cue_type = $cue_type, c.embedding = {self.vector_literal('embedding')}",
+                    f"c.cue_type = $cue_type, c.embedding = {self.graph.vector_literal('embedding')}",
                     name=name,
                     id=cue.id,
                     cue_type=cue.cue_type,
-                    embedding=self._check_embedding(cue.embedding),
+                    embedding=self.graph.check_embedding(cue.embedding),
                 )
         rows = self._merge_cues({n: (c.id, c.cue_type) for n, c in wanted.items()})
         stored = {row["name"]: cue_from_row(row) for row in rows}
@@ -68,7 +65,7 @@ class CypherBatchWriteMixin:
         """MERGE cues by name, name -> (id, cue_type) used when created; returns their rows."""
         if not cues:
             return []
-        return self._q(
+        return self.graph.q(
             "UNWIND $rows AS row MERGE (c:Cue {user: $user, name: row.name}) "
             f"ON CREATE SET c.id = row.id, c.cue_type = row.cue_type RETURN {CUE_COLUMNS}",
             rows=[{"name": n, "id": id_, "cue_type": t} for n, (id_, t) in cues.items()],
@@ -78,7 +75,7 @@ class CypherBatchWriteMixin:
         """MERGE the EncodedBy edges in one query; ids of a missing engram or cue are a no-op."""
         ids = list(dict.fromkeys(cue_ids))
         if ids:
-            self._q(
+            self.graph.q(
                 "MATCH (e:Engram {user: $user, id: $engram_id}) UNWIND $ids AS cue_id "
                 "MATCH (c:Cue {user: $user, id: cue_id}) MERGE (e)-[:EncodedBy]->(c)",
                 engram_id=engram_id,
@@ -91,7 +88,7 @@ class CypherBatchWriteMixin:
         if not merged:
             return
         self._merge_cues({name: (new_id(), "keyword") for pair in merged for name in pair})
-        self._q(
+        self.graph.q(
             "UNWIND $rows AS row "
             "MATCH (a:Cue {user: $user, name: row.a}), (b:Cue {user: $user, name: row.b}) "
             "OPTIONAL MATCH (a)-[r:CoOccurs]-(b) WITH a, b, row, collect(r) AS edges "
@@ -125,7 +122,7 @@ class CypherBatchWriteMixin:
         if not rows:
             return
         self._merge_cues({n: (new_id(), cue_type) for row in rows.values() for n in (row["a"], row["b"])})
-        self._q(
+        self.graph.q(
             "UNWIND $rows AS row "
             "MATCH (a:Cue {user: $user, name: row.a}), (b:Cue {user: $user, name: row.b}) "
             "MERGE (a)-[r:RelatesTo {relation: row.relation, engram_id: row.engram_id}]->(b) "
@@ -138,7 +135,7 @@ class CypherBatchWriteMixin:
         merged = merge_associations(associations)
         if not merged:
             return
-        self._q(
+        self.graph.q(
             "UNWIND $rows AS row "
             "MATCH (a:Engram {user: $user, id: row.source}), (b:Engram {user: $user, id: row.target}) "
             "OPTIONAL MATCH (a)-[r:AssociatedWith]-(b) WITH a, b, row, collect(r) AS edges "

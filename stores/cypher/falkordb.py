@@ -22,15 +22,21 @@ falkordblite 0.11):
 * Creating an index or constraint that exists is an error, not a no-op; the full-text
   index applies English stemming and stop words and returns every match (no limit).
 * ``EXISTS { ... }`` subqueries are not supported; the shared queries avoid them.
+* A new index (and the label's whole index, when a field is added to it) fills in the
+  background: ``db.indexes()`` says ``[Indexing] 78/20000: UNDER CONSTRUCTION`` and queries
+  see only the nodes indexed so far. An index counts as present once OPERATIONAL, and
+  ``ensure_indexes`` waits for that, as Neo4j's ``db.awaitIndex`` does.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from smriti.stores.base import StoreError, validate_user_name
+from smriti.stores.cypher.connection import CypherConnection
 from smriti.stores.cypher.store import CypherGraphStore
 
 if TYPE_CHECKING:
@@ -39,6 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 GRAPH_SUFFIX = "_smriti"
+INDEX_WAIT_SECONDS = 300
 # Labels and properties of the exact-match indexes (constants), and the unique keys they back.
 _RANGE_INDEXES = (("Engram", ("user", "id")), ("Cue", ("user", "name", "id")), ("Meta", ("user", "key")))
 _FULLTEXT_FIELDS = ("content", "summary")
@@ -81,33 +88,24 @@ def _connect(settings: Settings) -> tuple[Any, str]:
         raise StoreError(f"cannot reach FalkorDB at FALKOR_ADDR={addr!r}: {error}") from error
 
 
-class FalkorDBStore(CypherGraphStore):
-    """The :class:`CypherGraphStore` of one user on one FalkorDB graph.
+class FalkorDBConnection(CypherConnection):
+    """The :class:`CypherConnection` of one FalkorDB graph.
 
-    Attributes:
-        graph_name: the FalkorDB graph (a Redis key) holding this user's nodes.
-        client: the ``falkordb.FalkorDB`` (or falkordblite) client in use.
+    Args:
+        client: a ``falkordb.FalkorDB`` (or falkordblite) client.
+        graph_name: the FalkorDB graph (a Redis key) to query.
+        location: where the graph lives, for messages (never with a password).
+        owns_client: close the client's connection in :meth:`close`.
     """
 
     backend = "falkordb"
 
-    def __init__(
-        self,
-        client: Any,
-        graph_name: str,
-        *,
-        user: str,
-        dims: int,
-        isolation: str,
-        location: str,
-        owns_client: bool = False,
-    ) -> None:
-        super().__init__(user=user, dims=dims, isolation=isolation, location=location)
+    def __init__(self, client: Any, graph_name: str, *, location: str, owns_client: bool = False) -> None:
         self.client = client
         self.graph_name = graph_name
+        self.location = location
         self._graph = client.select_graph(graph_name)
         self._owns_client = owns_client
-        self._ensure_schema()
 
     # -- hooks --------------------------------------------------------------------------------
     def run(self, query: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -135,32 +133,35 @@ class FalkorDBStore(CypherGraphStore):
     def vector_literal(self, param: str) -> str:
         return f"vecf32(${param})"
 
-    def _index_state(self) -> dict[str, bool]:
-        types = self._index_types().get("Engram", {})
+    def index_state(self) -> dict[str, bool]:
+        # An index still filling answers with the nodes indexed so far: count it only once
+        # the label's index is OPERATIONAL, so search falls back to brute force meanwhile.
+        types, operational = self._engram_indexes()
         return {
-            "vector": "VECTOR" in types.get("embedding", ()),
-            "fulltext": all("FULLTEXT" in types.get(field, ()) for field in _FULLTEXT_FIELDS),
+            "vector": operational and "VECTOR" in types.get("embedding", ()),
+            "fulltext": operational and all("FULLTEXT" in types.get(field, ()) for field in _FULLTEXT_FIELDS),
         }
 
-    def _index_create(self, kind: str) -> None:
+    def index_create(self, kind: str, dims: int) -> None:
         if kind == "vector":
             query = (
                 "CREATE VECTOR INDEX FOR (e:Engram) ON (e.embedding) "
                 "OPTIONS {dimension: $dims, similarityFunction: 'cosine'}"
             )
-            self._schema_call(query, {"dims": self.dims})
+            self._schema_call(query, {"dims": dims})
         else:
             # One call per missing field: naming an already indexed field fails the whole call.
-            types = self._index_types().get("Engram", {})
+            types, _ = self._engram_indexes()
             for field in _FULLTEXT_FIELDS:
                 if "FULLTEXT" not in types.get(field, ()):
                     self._schema_call(f"CALL db.idx.fulltext.createNodeIndex('Engram', '{field}')")
+        self._await_engram_index()
 
-    def _index_vector_call(self) -> tuple[str, Callable[[float], float]]:
+    def index_vector_call(self) -> tuple[str, Callable[[float], float]]:
         call = "CALL db.idx.vector.queryNodes('Engram', 'embedding', $k, vecf32($q)) YIELD node, score"
         return call, lambda distance: 1.0 - distance
 
-    def _index_fulltext_call(self, terms: list[str]) -> tuple[str, str]:
+    def index_fulltext_call(self, terms: list[str]) -> tuple[str, str]:
         # RediSearch syntax: terms are plain words (query_terms keeps only \w+), "|" is OR.
         return "CALL db.idx.fulltext.queryNodes('Engram', $q) YIELD node, score", " | ".join(terms)
 
@@ -170,6 +171,30 @@ class FalkorDBStore(CypherGraphStore):
         rows = self.run("CALL db.indexes() YIELD label, types RETURN label, types")
         return {row["label"]: {prop: list(kinds) for prop, kinds in row["types"].items()} for row in rows}
 
+    def _engram_indexes(self) -> tuple[dict[str, list[str]], bool]:
+        """Engram's property -> index kinds, and whether its index is OPERATIONAL (not filling)."""
+        rows = self.run(
+            "CALL db.indexes() YIELD label, types, status WHERE label = 'Engram' RETURN types, status"
+        )
+        if not rows:
+            return {}, False
+        types = {prop: list(kinds) for prop, kinds in rows[0]["types"].items()}
+        return types, "UNDER CONSTRUCTION" not in str(rows[0]["status"])
+
+    def _await_engram_index(self) -> None:
+        """Wait until the Engram index has taken every node: FalkorDB fills a new index (and
+        rebuilds the label's index when a field is added) in the background, and a query
+        meanwhile sees only the nodes indexed so far (a vector search under load once
+        returned fewer than k hits that way)."""
+        deadline = time.monotonic() + INDEX_WAIT_SECONDS
+        while not self._engram_indexes()[1]:
+            if time.monotonic() > deadline:
+                raise StoreError(
+                    f"FalkorDB's Engram index on {self.location} is still filling "
+                    f"after {INDEX_WAIT_SECONDS} s"
+                )
+            time.sleep(0.02)
+
     def _schema_call(self, query: str, params: Mapping[str, Any] | None = None) -> None:
         """Run DDL, treating "already exists" as success (another process may have won)."""
         try:
@@ -178,7 +203,7 @@ class FalkorDBStore(CypherGraphStore):
             if "already indexed" not in str(error) and "already exists" not in str(error):
                 raise
 
-    def _ensure_schema(self) -> None:
+    def ensure_schema(self) -> None:
         """Exact-match indexes and unique keys; idempotent, cheap when already present."""
         indexed = self._index_types()
         for label, props in _RANGE_INDEXES:
@@ -199,6 +224,31 @@ class FalkorDBStore(CypherGraphStore):
             except Exception as error:
                 if "already exists" not in str(error):
                     raise StoreError(f"FalkorDB could not create the {label} unique key: {error}") from error
+
+
+class FalkorDBStore(CypherGraphStore):
+    """The :class:`CypherGraphStore` of one user on one FalkorDB graph.
+
+    Attributes:
+        graph_name: the FalkorDB graph (a Redis key) holding this user's nodes.
+        client: the ``falkordb.FalkorDB`` (or falkordblite) client in use.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        graph_name: str,
+        *,
+        user: str,
+        dims: int,
+        isolation: str,
+        location: str,
+        owns_client: bool = False,
+    ) -> None:
+        self.client = client
+        self.graph_name = graph_name
+        connection = FalkorDBConnection(client, graph_name, location=location, owns_client=owns_client)
+        super().__init__(connection, user=user, dims=dims, isolation=isolation)
 
 
 def _describe(client: Any) -> str:
@@ -265,4 +315,4 @@ def open_falkordb(settings: Settings, user: str, *, client: Any = None) -> Falko
         raise
 
 
-__all__ = ["GRAPH_SUFFIX", "FalkorDBStore", "graph_name_for", "open_falkordb"]
+__all__ = ["GRAPH_SUFFIX", "FalkorDBConnection", "FalkorDBStore", "graph_name_for", "open_falkordb"]

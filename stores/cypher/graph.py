@@ -1,8 +1,7 @@
 """Cues, co-occurrences, relations and associations of the openCypher stores.
 
-A mixin of :class:`~smriti.stores.cypher.CypherGraphStore`, split from it to keep modules
-short; it uses the store's ``_q``, ``_check_embedding`` and ``vector_literal``. These are the
-one-at-a-time writes and the reads; their batch forms live in :mod:`smriti.stores.cypher.batch`.
+:class:`CypherGraphReads` answers the reads through a :class:`~smriti.stores.cypher.connection.UserGraph`;
+the writes live in :mod:`smriti.stores.cypher.batch`.
 
 Every node is matched with ``$user`` and cue names are unique per (user, name), so a cue name
 two users share never bridges them. CoOccurs and AssociatedWith are symmetric (an edge either
@@ -14,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from smriti.stores.base import (
     Association,
@@ -23,7 +22,8 @@ from smriti.stores.base import (
     Relation,
     normalise_cue_name,
 )
-from smriti.stores.cypher.search import (
+from smriti.stores.cypher.connection import UserGraph
+from smriti.stores.cypher.rows import (
     CUE_COLUMNS,
     association_from_row,
     cue_from_row,
@@ -38,22 +38,18 @@ _ASSOCIATION_COLUMNS = (
 )
 
 
-class CypherCueGraphMixin:
-    """Cue, co-occurrence, relation and association methods of the GraphStore protocol."""
+class CypherGraphReads:
+    """Cue, relation and association reads of the GraphStore protocol (and orphan cleanup)."""
 
-    if TYPE_CHECKING:  # provided by CypherGraphStore
-        user: str
-
-        def _q(self, query: str, **params: Any) -> list[dict[str, Any]]: ...
-        def _check_embedding(self, embedding: Sequence[float] | None) -> list[float] | None: ...
-        def vector_literal(self, param: str) -> str: ...
+    def __init__(self, graph: UserGraph) -> None:
+        self.graph = graph
 
     # -- cues ---------------------------------------------------------------------------------
     def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
         found: dict[str, list[Cue]] = {engram_id: [] for engram_id in engram_ids}
         if not engram_ids:
             return found
-        rows = self._q(
+        rows = self.graph.q(
             "MATCH (e:Engram {user: $user})-[:EncodedBy]->(c:Cue {user: $user}) WHERE e.id IN $ids "
             f"RETURN e.id AS engram_id, {CUE_COLUMNS} ORDER BY engram_id, name",
             ids=list(engram_ids),
@@ -66,7 +62,7 @@ class CypherCueGraphMixin:
         names = list(dict.fromkeys(normalise_cue_name(n) for n in cue_names))
         if not names or limit <= 0:
             return []
-        rows = self._q(
+        rows = self.graph.q(
             "MATCH (c:Cue {user: $user})<-[:EncodedBy]-(e:Engram {user: $user}) WHERE c.name IN $names "
             "WITH e.id AS id, collect(c.name) AS cues "
             "RETURN id, cues ORDER BY size(cues) DESC, id ASC LIMIT $limit",
@@ -80,7 +76,7 @@ class CypherCueGraphMixin:
         asked = {name: normalise_cue_name(name) for name in cue_names}
         if not asked:
             return {}
-        rows = self._q(
+        rows = self.graph.q(
             "MATCH (c:Cue {user: $user}) WHERE c.name IN $names "
             "OPTIONAL MATCH (c)<-[:EncodedBy]-(e:Engram {user: $user}) RETURN c.name AS name, count(e) AS n",
             names=sorted(set(asked.values())),
@@ -88,8 +84,8 @@ class CypherCueGraphMixin:
         counts = {row["name"]: int(row["n"]) for row in rows}
         return {name: counts[norm] for name, norm in asked.items() if norm in counts}
 
-    def _relations(self, where: str, order: str, **params: Any) -> list[Relation]:
-        rows = self._q(
+    def relations(self, where: str, order: str, **params: Any) -> list[Relation]:
+        rows = self.graph.q(
             f"MATCH (a:Cue {{user: $user}})-[r:RelatesTo]->(b:Cue {{user: $user}}) {where} "
             "RETURN a.name AS source, r.relation AS relation, b.name AS target, "
             f"r.engram_id AS engram_id, r.created_at AS created_at ORDER BY {order}",
@@ -109,12 +105,12 @@ class CypherCueGraphMixin:
     def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
         if not engram_ids:
             return []
-        return self._relations(
+        return self.relations(
             "WHERE r.engram_id IN $ids", "created_at, source, relation, target", ids=list(engram_ids)
         )
 
     def delete_orphan_cues(self) -> int:
-        rows = self._q(
+        rows = self.graph.q(
             "MATCH (c:Cue {user: $user}) OPTIONAL MATCH (c)<-[:EncodedBy]-(e:Engram) "
             "WITH c, count(e) AS n WHERE n = 0 WITH c, c.id AS id DETACH DELETE c RETURN count(id) AS n"
         )
@@ -127,7 +123,7 @@ class CypherCueGraphMixin:
         # Two directed matches joined by UNION (which also removes duplicates) so each side
         # can use the (user, id) index instead of scanning every edge of the user.
         match = "MATCH (a:Engram {user: $user})-[r:AssociatedWith]->(b:Engram {user: $user})"
-        rows = self._q(
+        rows = self.graph.q(
             f"{match} WHERE a.id IN $ids RETURN {_ASSOCIATION_COLUMNS} "
             f"UNION {match} WHERE b.id IN $ids RETURN {_ASSOCIATION_COLUMNS}",
             ids=list(engram_ids),
@@ -135,7 +131,7 @@ class CypherCueGraphMixin:
         return sorted((association_from_row(r) for r in rows), key=lambda a: (a.source_id, a.target_id))
 
     def all_associations(self) -> list[Association]:
-        rows = self._q(
+        rows = self.graph.q(
             "MATCH (a:Engram {user: $user})-[r:AssociatedWith]->(b:Engram {user: $user}) "
             f"RETURN {_ASSOCIATION_COLUMNS} ORDER BY source_id, target_id"
         )

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from smriti.stores.base import StoreError, UnsafeUserError, validate_user_name
+from smriti.stores.cypher.connection import CypherConnection
 from smriti.stores.cypher.store import CypherGraphStore
 
 if TYPE_CHECKING:
@@ -95,35 +96,28 @@ _with_retries = retry(
 )
 
 
-class Neo4jStore(CypherGraphStore):
-    """The :class:`CypherGraphStore` of one user on one Neo4j database.
+class Neo4jConnection(CypherConnection):
+    """The :class:`CypherConnection` of one Neo4j database.
 
-    Attributes:
-        driver: the ``neo4j.Driver`` in use.
-        database: the database holding this user's nodes.
+    Args:
+        driver: a ``neo4j.Driver``.
+        database: the database to query.
         uri: NEO4J_URI, for messages.
+        owns_driver: close the driver in :meth:`close`.
     """
 
     backend = "neo4j"
 
-    def __init__(
-        self,
-        driver: Any,
-        database: str,
-        *,
-        uri: str,
-        user: str,
-        dims: int,
-        isolation: str,
-        owns_driver: bool = False,
-    ) -> None:
-        super().__init__(user=user, dims=dims, isolation=isolation, location=f"{uri}/{database}")
+    def __init__(self, driver: Any, database: str, *, uri: str, owns_driver: bool = False) -> None:
         self.driver = driver
         self.database = database
         self.uri = uri
+        self.location = f"{uri}/{database}"
         self._owns_driver = owns_driver
+
+    def ensure_schema(self) -> None:
         for statement in _SCHEMA:
-            self._run_autocommit(statement)
+            self.run_autocommit(statement)
 
     # -- execution ----------------------------------------------------------------------------
     @_with_retries
@@ -161,7 +155,7 @@ class Neo4jStore(CypherGraphStore):
     def run(self, query: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         return self._call(self._run_once, query, params)
 
-    def _run_autocommit(self, query: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    def run_autocommit(self, query: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Schema commands (and db.awaitIndex) must run outside explicit transactions."""
         return self._call(self._autocommit_once, query, params)
 
@@ -170,38 +164,65 @@ class Neo4jStore(CypherGraphStore):
             self.driver.close()
 
     # -- index hooks --------------------------------------------------------------------------
-    def _index_state(self) -> dict[str, bool]:
-        rows = self._run_autocommit("SHOW INDEXES YIELD name, state RETURN name, state")
+    def index_state(self) -> dict[str, bool]:
+        rows = self.run_autocommit("SHOW INDEXES YIELD name, state RETURN name, state")
         online = {row["name"] for row in rows if row["state"] == "ONLINE"}
         return {"vector": VECTOR_INDEX in online, "fulltext": FULLTEXT_INDEX in online}
 
-    def _index_create(self, kind: str) -> None:
+    def index_create(self, kind: str, dims: int) -> None:
         if kind == "vector":
             # The dimension is a validated integer setting, never user input.
-            self._run_autocommit(
+            self.run_autocommit(
                 f"CREATE VECTOR INDEX {VECTOR_INDEX} IF NOT EXISTS FOR (e:Engram) ON e.embedding "
-                f"OPTIONS {{indexConfig: {{`vector.dimensions`: {int(self.dims)}, "
+                f"OPTIONS {{indexConfig: {{`vector.dimensions`: {int(dims)}, "
                 "`vector.similarity_function`: 'cosine'}}"
             )
             name = VECTOR_INDEX
         else:
-            self._run_autocommit(
+            self.run_autocommit(
                 f"CREATE FULLTEXT INDEX {FULLTEXT_INDEX} IF NOT EXISTS "
                 "FOR (e:Engram) ON EACH [e.content, e.summary]"
             )
             name = FULLTEXT_INDEX
         # Indexes populate in the background; wait so the next query can use it.
-        self._run_autocommit(
+        self.run_autocommit(
             "CALL db.awaitIndex($name, $seconds)", {"name": name, "seconds": INDEX_WAIT_SECONDS}
         )
 
-    def _index_vector_call(self) -> tuple[str, Callable[[float], float]]:
+    def index_vector_call(self) -> tuple[str, Callable[[float], float]]:
         call = f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $k, $q) YIELD node, score"
         return call, lambda score: 2.0 * score - 1.0
 
-    def _index_fulltext_call(self, terms: list[str]) -> tuple[str, str]:
+    def index_fulltext_call(self, terms: list[str]) -> tuple[str, str]:
         expression = " OR ".join(escape_lucene(term) for term in terms)
         return f"CALL db.index.fulltext.queryNodes('{FULLTEXT_INDEX}', $q) YIELD node, score", expression
+
+
+class Neo4jStore(CypherGraphStore):
+    """The :class:`CypherGraphStore` of one user on one Neo4j database.
+
+    Attributes:
+        driver: the ``neo4j.Driver`` in use.
+        database: the database holding this user's nodes.
+        uri: NEO4J_URI, for messages.
+    """
+
+    def __init__(
+        self,
+        driver: Any,
+        database: str,
+        *,
+        uri: str,
+        user: str,
+        dims: int,
+        isolation: str,
+        owns_driver: bool = False,
+    ) -> None:
+        self.driver = driver
+        self.database = database
+        self.uri = uri
+        connection = Neo4jConnection(driver, database, uri=uri, owns_driver=owns_driver)
+        super().__init__(connection, user=user, dims=dims, isolation=isolation)
 
 
 def _ensure_database(driver: Any, name: str, uri: str) -> None:
@@ -296,6 +317,7 @@ __all__ = [
     "DATABASE_PREFIX",
     "FULLTEXT_INDEX",
     "VECTOR_INDEX",
+    "Neo4jConnection",
     "Neo4jStore",
     "database_name_for",
     "escape_lucene",

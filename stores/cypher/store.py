@@ -1,17 +1,20 @@
 """The openCypher implementation of :class:`GraphStore` shared by Neo4j and FalkorDB.
 
 :class:`CypherGraphStore` expresses every protocol method as parameterised Cypher sent
-through one abstraction, ``run(query, params) -> list[dict]``. A backend module subclasses
-it and supplies only what differs: the connection, the vector literal (FalkorDB's
-``vecf32($v)``), and the vector / full-text index DDL and query procedures.
+through one abstraction, ``run(query, params) -> list[dict]``. A backend module supplies
+only what differs, as a :class:`~smriti.stores.cypher.connection.CypherConnection`: the
+connection, the vector literal (FalkorDB's ``vecf32($v)``), and the vector / full-text
+index DDL and query procedures.
 
-The implementation is split over four modules, composed as mixins of :class:`CypherGraphStore`:
+The store is composed of collaborators, each built from explicit arguments:
 
-* :mod:`smriti.stores.cypher.store` (this module): backend hooks, helpers, metadata and engrams.
-* :mod:`smriti.stores.cypher.graph`: cues, co-occurrence, relations and associations, one at a time.
-* :mod:`smriti.stores.cypher.batch`: the batch writes (``link_cues``, ``add_cooccurrences``,
-  ``add_relations``, ``associate_many``), a fixed number of queries for any batch size.
-* :mod:`smriti.stores.cypher.search`: rows, search, index management, stats and export.
+* :class:`~smriti.stores.cypher.connection.CypherConnection`: the database's hooks
+  (:mod:`.falkordb`, :mod:`.neo4j`); :class:`~smriti.stores.cypher.connection.UserGraph`
+  binds ``$user`` to every query.
+* :class:`~smriti.stores.cypher.graph.CypherGraphReads` and
+  :class:`~smriti.stores.cypher.batch.CypherGraphWrites`: cues, relations and associations.
+* :class:`~smriti.stores.cypher.search.CypherSearch`: search and index management.
+* this module: engrams, metadata and stats; :mod:`.export`: the record export.
 
 Decisions that hold on every Cypher backend:
 
@@ -20,9 +23,7 @@ Decisions that hold on every Cypher backend:
   ``graph``/``database`` mode it is a second wall, and it lets one code path serve both.
   Relationships are only ever created between nodes matched with the same ``$user``.
 * Cue names are unique per (user, name), so a cue name two users share never bridges them.
-* Timestamps are stored as ISO-8601 strings in UTC with microseconds (fixed width, so
-  string order is time order, and exact: FalkorDB returns doubles with only 15 significant
-  digits, which would lose the microseconds of an epoch float). They come back tz-aware UTC.
+* Timestamps are stored as ISO-8601 strings in UTC (see :mod:`.rows`).
 * Query text contains no user input: labels and property names are constants, values are
   parameters; graph and database names derive from a validated user name.
 * Semantics follow the embedded (Kuzu) store so results are the same everywhere:
@@ -34,156 +35,104 @@ Decisions that hold on every Cypher backend:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from smriti.stores.base import (
-    MEMORY_TYPES,
     NO_CLUSTER,
     UPDATABLE_FIELDS,
+    Association,
     Capabilities,
-    EmbeddingMismatchError,
+    Cue,
+    CueHit,
     Engram,
     EngramState,
+    Relation,
+    ScoredId,
     StoreBase,
+    StoreStats,
     validate_user_name,
 )
-from smriti.stores.cypher.batch import CypherBatchWriteMixin
-from smriti.stores.cypher.graph import CypherCueGraphMixin
-from smriti.stores.cypher.search import (
+from smriti.stores.cypher.batch import CypherGraphWrites
+from smriti.stores.cypher.connection import CypherConnection, UserGraph
+from smriti.stores.cypher.export import export_records
+from smriti.stores.cypher.graph import CypherGraphReads
+from smriti.stores.cypher.rows import (
     ENGRAM_COLUMNS,
-    CypherSearchMixin,
     engram_from_row,
-    floats,
+    engram_props,
     from_stored_time,
     number,
     to_stored_time,
 )
-from smriti.stores.search import KeywordIndex
+from smriti.stores.cypher.search import CypherSearch
 
 log = logging.getLogger(__name__)
 
-_TIME_FIELDS = frozenset({"created_at", "last_accessed_at"})
 
+class CypherGraphStore(StoreBase):
+    """GraphStore of one user over any openCypher database reachable through a connection.
 
-class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchMixin, StoreBase):
-    """GraphStore over any openCypher database reachable through :meth:`run`.
-
-    Subclasses implement :meth:`run`, :meth:`close` and the ``_index_*`` hooks and may
-    override :meth:`vector_literal`.
+    Args:
+        connection: the database's hooks (a FalkorDB or Neo4j connection).
+        user: the user whose memories this store sees (validated).
+        dims: embedding dimension; embeddings of another length are refused.
+        isolation: the isolation mode ("tenant", "graph" or "database"), for stats.
 
     Attributes:
         backend: short backend name ("falkordb", "neo4j").
-        user: the validated user whose memories this store sees.
-        dims: embedding dimension; embeddings of another length are refused.
-        isolation: the isolation mode ("tenant", "graph" or "database").
         location: where the data lives, for stats and logs (never with a password).
-
-    This class holds the backend hooks, metadata and engrams. Cues, co-occurrences, relations
-    and associations live in :class:`~smriti.stores.cypher.graph.CypherCueGraphMixin`, their
-    batch writes in :class:`~smriti.stores.cypher.batch.CypherBatchWriteMixin`, and search,
-    index management, stats and export in :class:`CypherSearchMixin`.
+        connection, graph, reads, writes, search: the collaborators (see the module docstring).
     """
 
-    backend = "cypher"
     capabilities = Capabilities(vector_index=True, fulltext=True)
 
-    def __init__(self, *, user: str, dims: int, isolation: str, location: str) -> None:
+    def __init__(self, connection: CypherConnection, *, user: str, dims: int, isolation: str) -> None:
         self.user = validate_user_name(user)
         self.dims = int(dims)
         self.isolation = isolation
-        self.location = location
-        self._index_cache: dict[str, bool] | None = None
-        self._said_fallback: set[str] = set()
-        self._keywords = KeywordIndex()  # the keyword fallback, synced per query
+        self.connection = connection
+        self.backend = connection.backend
+        self.location = connection.location
+        self.graph = UserGraph(connection, self.user, self.dims)
+        self.reads = CypherGraphReads(self.graph)
+        self.writes = CypherGraphWrites(self.graph)
+        self.search = CypherSearch(self.graph, self.capabilities)
+        connection.ensure_schema()
 
-    # -- backend hooks ------------------------------------------------------------------------
     def run(self, query: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Run one parameterised query and return its rows as dicts keyed by column name."""
-        raise NotImplementedError
+        """Run one parameterised query (no ``$user`` binding) and return its rows as dicts."""
+        return self.connection.run(query, params)
 
     def close(self) -> None:
-        raise NotImplementedError
-
-    def vector_literal(self, param: str) -> str:
-        """Cypher expression turning parameter ``param`` (a list of floats or null) into a vector."""
-        return f"${param}"
-
-    def _index_state(self) -> dict[str, bool]:
-        """Ask the database which of the vector and full-text indexes exist."""
-        raise NotImplementedError
-
-    def _index_create(self, kind: str) -> None:
-        """Create the ``vector`` or ``fulltext`` index (idempotently)."""
-        raise NotImplementedError
-
-    def _index_vector_call(self) -> tuple[str, Callable[[float], float]]:
-        """(``CALL ... YIELD node, score`` using ``$k`` and ``$q``, score -> cosine function)."""
-        raise NotImplementedError
-
-    def _index_fulltext_call(self, terms: list[str]) -> tuple[str, str]:
-        """(``CALL ... YIELD node, score`` using ``$q``, the value of ``$q`` for these terms)."""
-        raise NotImplementedError
-
-    # -- helpers ------------------------------------------------------------------------------
-    def _q(self, query: str, **params: Any) -> list[dict[str, Any]]:
-        """Run ``query`` with ``$user`` always bound to this store's user."""
-        params["user"] = self.user
-        return self.run(query, params)
-
-    def _check_embedding(self, embedding: Sequence[float] | None) -> list[float] | None:
-        values = floats(embedding)
-        if values is not None and len(values) != self.dims:
-            raise EmbeddingMismatchError(
-                f"an embedding of {len(values)} dimensions cannot go into this {self.backend} store of "
-                f"{self.dims} (EMBEDDING_DIMS); use the embedding model the store was written with"
-            )
-        return values
-
-    @staticmethod
-    def _engram_props(fields: Mapping[str, Any]) -> dict[str, Any]:
-        props: dict[str, Any] = {}
-        for name, value in fields.items():
-            if name in _TIME_FIELDS:
-                value = to_stored_time(value)
-            elif name == "memory_type" and value not in MEMORY_TYPES:
-                raise ValueError(f"memory_type must be one of {MEMORY_TYPES}, not {value!r}")
-            elif name in ("importance", "decay_factor"):
-                value = float(value)
-            elif name in ("access_count", "cluster_id"):
-                value = int(value)
-            props[name] = value
-        return props
-
-    def _say_once(self, key: str, message: str, *args: Any) -> None:
-        if key not in self._said_fallback:
-            self._said_fallback.add(key)
-            log.info(message, *args)
+        self.connection.close()
 
     # -- key/value metadata -------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
-        rows = self._q("MATCH (m:Meta {user: $user, key: $key}) RETURN m.value AS value", key=key)
+        rows = self.graph.q("MATCH (m:Meta {user: $user, key: $key}) RETURN m.value AS value", key=key)
         return rows[0]["value"] if rows else None
 
     def set_meta(self, key: str, value: str) -> None:
-        self._q("MERGE (m:Meta {user: $user, key: $key}) SET m.value = $value", key=key, value=str(value))
+        self.graph.q(
+            "MERGE (m:Meta {user: $user, key: $key}) SET m.value = $value", key=key, value=str(value)
+        )
 
     # -- engrams ------------------------------------------------------------------------------
     def create_engram(self, engram: Engram) -> None:
         fields = {name: getattr(engram, name) for name in UPDATABLE_FIELDS | {"created_at"}}
-        self._q(
+        self.graph.q(
             "CREATE (e:Engram {user: $user, id: $id}) "
-            f"SET e += $props, e.embedding = {self.vector_literal('embedding')}",
+            f"SET e += $props, e.embedding = {self.graph.vector_literal('embedding')}",
             id=engram.id,
-            props=self._engram_props(fields),
-            embedding=self._check_embedding(engram.embedding),
+            props=engram_props(fields),
+            embedding=self.graph.check_embedding(engram.embedding),
         )
 
     def get_engrams(self, ids: Sequence[str]) -> list[Engram]:
         if not ids:
             return []
-        rows = self._q(
+        rows = self.graph.q(
             f"MATCH (e:Engram {{user: $user}}) WHERE e.id IN $ids RETURN {ENGRAM_COLUMNS}, "
             "e.embedding AS embedding",
             ids=list(dict.fromkeys(ids)),
@@ -194,7 +143,7 @@ class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchM
     def cluster_ids(self, ids: Sequence[str]) -> dict[str, int]:
         if not ids:
             return {}
-        rows = self._q(
+        rows = self.graph.q(
             "MATCH (e:Engram {user: $user}) WHERE e.id IN $ids RETURN e.id AS id, e.cluster_id AS cluster_id",
             ids=list(dict.fromkeys(ids)),
         )
@@ -209,10 +158,10 @@ class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchM
             if any(value is None for value in fields.values()):
                 # SET += would silently remove the property; the data model has no nulls.
                 raise ValueError(f"None is not a value for engram fields: {dict(fields)}")
-            rows.append({"id": engram_id, "props": self._engram_props(fields)})
+            rows.append({"id": engram_id, "props": engram_props(fields)})
         if not rows:
             return 0
-        result = self._q(
+        result = self.graph.q(
             "UNWIND $rows AS row MATCH (e:Engram {user: $user, id: row.id}) "
             "SET e += row.props RETURN count(e) AS n",
             rows=rows,
@@ -222,7 +171,7 @@ class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchM
     def reinforce(self, ids: Sequence[str], at: datetime, boost: float) -> dict[str, tuple[int, float]]:
         if not ids:
             return {}
-        rows = self._q(
+        rows = self.graph.q(
             "MATCH (e:Engram {user: $user}) WHERE e.id IN $ids "
             "SET e.access_count = coalesce(e.access_count, 0) + 1, e.last_accessed_at = $at, "
             "e.decay_factor = CASE WHEN coalesce(e.decay_factor, 1.0) + $boost > 1.0 THEN 1.0 "
@@ -235,7 +184,7 @@ class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchM
         return {row["id"]: (int(row["access_count"]), float(row["decay_factor"])) for row in rows}
 
     def delete_engram(self, engram_id: str) -> bool:
-        rows = self._q(
+        rows = self.graph.q(
             "MATCH (e:Engram {user: $user, id: $id}) WITH e, e.id AS id DETACH DELETE e "
             "RETURN count(id) AS n",
             id=engram_id,
@@ -245,7 +194,7 @@ class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchM
     def list_recent(self, limit: int, memory_type: str | None = None) -> list[Engram]:
         if limit <= 0:
             return []
-        rows = self._q(
+        rows = self.graph.q(
             "MATCH (e:Engram {user: $user}) WHERE $memory_type IS NULL OR e.memory_type = $memory_type "
             f"RETURN {ENGRAM_COLUMNS}, e.embedding AS embedding "
             "ORDER BY last_accessed_at DESC, created_at DESC, id ASC LIMIT $limit",
@@ -255,7 +204,7 @@ class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchM
         return [engram_from_row(row) for row in rows]
 
     def engram_states(self) -> list[EngramState]:
-        rows = self._q(
+        rows = self.graph.q(
             "MATCH (e:Engram {user: $user}) RETURN e.id AS id, e.importance AS importance, "
             "e.access_count AS access_count, e.created_at AS created_at, "
             "e.last_accessed_at AS last_accessed_at, e.decay_factor AS decay_factor, "
@@ -275,7 +224,85 @@ class CypherGraphStore(CypherCueGraphMixin, CypherBatchWriteMixin, CypherSearchM
         ]
 
     def count_engrams(self) -> int:
-        return int(self._q("MATCH (e:Engram {user: $user}) RETURN count(e) AS n")[0]["n"])
+        return int(self.graph.q("MATCH (e:Engram {user: $user}) RETURN count(e) AS n")[0]["n"])
+
+    # -- cues, relations, associations ----------------------------------------------------------
+    def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
+        return self.reads.cues_of(engram_ids)
+
+    def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
+        return self.reads.engrams_by_cues(cue_names, limit)
+
+    def cue_engram_counts(self, cue_names: Sequence[str]) -> dict[str, int]:
+        return self.reads.cue_engram_counts(cue_names)
+
+    def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
+        return self.reads.relations_of(engram_ids)
+
+    def delete_orphan_cues(self) -> int:
+        return self.reads.delete_orphan_cues()
+
+    def neighbours(self, engram_ids: Sequence[str]) -> list[Association]:
+        return self.reads.neighbours(engram_ids)
+
+    def all_associations(self) -> list[Association]:
+        return self.reads.all_associations()
+
+    def upsert_cues(self, cues: Sequence[Cue]) -> list[Cue]:
+        return self.writes.upsert_cues(cues)
+
+    def link_cue_ids(self, engram_id: str, cue_ids: Sequence[str]) -> None:
+        self.writes.link_cue_ids(engram_id, cue_ids)
+
+    def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:
+        self.writes.add_cooccurrences(pairs, replace)
+
+    def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
+        self.writes.add_relations(relations, cue_type)
+
+    def associate_many(self, associations: Sequence[Association]) -> None:
+        self.writes.associate_many(associations)
+
+    # -- search and maintenance -----------------------------------------------------------------
+    def vector_search(
+        self, embedding: Sequence[float], k: int, memory_type: str | None = None
+    ) -> list[ScoredId]:
+        return self.search.vector_search(embedding, k, memory_type)
+
+    def fulltext_search(self, query: str, k: int, memory_type: str | None = None) -> list[ScoredId]:
+        return self.search.fulltext_search(query, k, memory_type)
+
+    def ensure_indexes(self, threshold: int) -> dict[str, bool]:
+        return self.search.ensure_indexes(threshold, self.count_engrams())
+
+    def stats(self) -> StoreStats:
+        engrams = self.graph.q(
+            "MATCH (e:Engram {user: $user}) RETURN count(e) AS n, "
+            "count(DISTINCT CASE WHEN e.cluster_id <> -1 THEN e.cluster_id END) AS clusters"
+        )[0]
+        cues = self.graph.q("MATCH (c:Cue {user: $user}) RETURN count(c) AS n")[0]["n"]
+        links = self.graph.q(
+            "MATCH (:Engram {user: $user})-[r:EncodedBy]->(:Cue {user: $user}) RETURN count(r) AS n"
+        )[0]["n"]
+        associations = self.graph.q(
+            "MATCH (:Engram {user: $user})-[r:AssociatedWith]->(:Engram {user: $user}) RETURN count(r) AS n"
+        )[0]["n"]
+        indexes = self.search.indexes(refresh=True)
+        return StoreStats(
+            engrams=int(engrams["n"]),
+            cues=int(cues),
+            associations=int(associations),
+            cue_links=int(links),
+            clusters=int(engrams["clusters"]),
+            vector_index=indexes["vector"],
+            fulltext_index=indexes["fulltext"],
+            backend=self.backend,
+            location=self.location,
+            extra={"isolation": self.isolation, "user": self.user, "dims": self.dims},
+        )
+
+    def export_records(self) -> Iterator[dict[str, Any]]:
+        return export_records(self.graph, self.reads)
 
 
 __all__ = ["CypherGraphStore", "from_stored_time", "to_stored_time"]

@@ -1,11 +1,10 @@
-"""Batch writes of the embedded store: a mixin of :class:`smriti.stores.kuzu.KuzuStore`.
+"""Cue and edge writes of the embedded store: :class:`GraphWrites`.
 
-Split from :mod:`smriti.stores.kuzu.graph` to keep modules short; each method is the batch
-form of a one-at-a-time write there, with the same semantics (symmetric CoOccurs and
+Each method is a batch write with the semantics of :mod:`smriti.stores.kuzu.graph` (symmetric CoOccurs and
 AssociatedWith, missing cues created, self-edges ignored), in a few ``UNWIND`` queries
 whatever the batch size (``associate_many``: one per distinct source of the new edges).
-Cues are reached by primary key through the store's in-memory name -> id map, and the edges
-recorded for engrams this process created (``_fresh``) tell new edges from existing ones
+Cues are reached by primary key through the in-memory name -> id map (:class:`CueMap`), and
+the edges recorded for engrams this process created (:class:`FreshEdges`) tell new edges from existing ones
 without a query on the store pipeline's path.
 """
 
@@ -13,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from smriti.stores.base import (
     Association,
@@ -25,39 +24,43 @@ from smriti.stores.base import (
     merge_cooccurrences,
     new_id,
 )
-from smriti.stores.kuzu.graph import CueInfo
-from smriti.stores.kuzu.schema import locked, to_db
+from smriti.stores.kuzu.connection import Connection, locked
+from smriti.stores.kuzu.graph import CueInfo, CueMap, FreshEdges, relation_key
+from smriti.stores.kuzu.schema import check_dims, to_db
 
 logger = logging.getLogger(__name__)
 
 
-class BatchWriteMixin:
-    """``link_cues``, ``add_cooccurrences``, ``add_relations`` and ``associate_many``."""
+class GraphWrites:
+    """``upsert_cues``, ``link_cue_ids``, ``add_cooccurrences``, ``add_relations``, ``associate_many``.
 
-    if TYPE_CHECKING:  # provided by KuzuStore and CueGraphMixin
-        _fresh: dict[str, set[tuple[str, str]]]
+    Args:
+        db: the store's connection.
+        cues: the cue map (kept in step with the cues created here).
+        fresh: the fresh-edge memo (kept in step with the edges created here).
+        dims: the embedding dimension of cue embeddings.
+    """
 
-        def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]: ...
-        def _check_dims(self, embedding: Sequence[float] | None, what: str) -> None: ...
-        def _cue_map(self) -> dict[str, CueInfo]: ...
-        def _remember_relation(self, a: str, relation: str, b: str, engram_id: str) -> None: ...
-        def _count_new_links(self, cue_ids: Iterable[str]) -> None: ...
+    def __init__(self, db: Connection, cues: CueMap, fresh: FreshEdges, dims: int) -> None:
+        self.db = db
+        self.cues = cues
+        self.fresh = fresh
+        self.dims = dims
 
     def _create_cues(self, cues: dict[str, tuple[str, str]]) -> None:
         """Create cues without embeddings, name -> (id, cue_type), in one query (names are new)."""
         if not cues:
             return
-        self._run(
+        self.db.run(
             "UNWIND $rows AS row CREATE (c:Cue {id: row.id, name: row.name, cue_type: row.cue_type})",
             {"rows": [{"id": id_, "name": name, "cue_type": type_} for name, (id_, type_) in cues.items()]},
         )
-        known = self._cue_map()
         for name, (id_, cue_type) in cues.items():
-            known[name] = CueInfo(id_, cue_type, False)
+            self.cues.add(name, CueInfo(id_, cue_type, False))
 
     def _ensure_cues(self, names: Iterable[str], cue_type: str = "keyword") -> dict[str, CueInfo]:
         """The cues of these normalised names, creating the missing ones (one query)."""
-        known = self._cue_map()
+        known = self.cues.names()
         missing = {name: (new_id(), cue_type) for name in names if name not in known}
         self._create_cues(missing)
         return known
@@ -76,26 +79,26 @@ class BatchWriteMixin:
         wanted: dict[str, Cue] = {}
         for name, cue in zip(names, cues, strict=True):
             if name not in wanted:
-                self._check_dims(cue.embedding, f"the embedding of cue {name!r}")
+                check_dims(cue.embedding, self.dims, f"the embedding of cue {name!r}")
                 wanted[name] = cue
         if not wanted:
             return []
-        known = self._cue_map()
+        known = self.cues.names()
         plain = {n: (c.id, c.cue_type) for n, c in wanted.items() if n not in known and c.embedding is None}
         self._create_cues(plain)
         for name, cue in wanted.items():
             if name not in known:  # rare: a new cue with an embedding
                 embedding = [float(v) for v in cue.embedding or ()]
-                self._run(
+                self.db.run(
                     "CREATE (c:Cue {id: $id, name: $name, cue_type: $cue_type, embedding: $embedding})",
                     {"id": cue.id, "name": name, "cue_type": cue.cue_type, "embedding": embedding},
                 )
-                known[name] = CueInfo(cue.id, cue.cue_type, True)
+                self.cues.add(name, CueInfo(cue.id, cue.cue_type, True))
         infos = {name: known[name] for name in wanted}
         embedded = [info.id for info in infos.values() if info.has_embedding]
         vectors = {}
         if embedded:
-            rows = self._run("MATCH (c:Cue) WHERE c.id IN $ids RETURN c.id, c.embedding", {"ids": embedded})
+            rows = self.db.run("MATCH (c:Cue) WHERE c.id IN $ids RETURN c.id, c.embedding", {"ids": embedded})
             vectors = {id_: embedding for id_, embedding in rows}
         stored = {
             name: Cue(name=name, cue_type=info.cue_type, id=info.id, embedding=vectors.get(info.id))
@@ -110,11 +113,11 @@ class BatchWriteMixin:
         wanted = list(dict.fromkeys(cue_ids))
         if not wanted:
             return
-        edges = self._fresh.get(engram_id)
+        edges = self.fresh.edges(engram_id)
         if edges is None:
             linked = {
                 row[0]
-                for row in self._run(
+                for row in self.db.run(
                     "MATCH (e:Engram {id: $engram})-[:EncodedBy]->(c:Cue) RETURN c.id", {"engram": engram_id}
                 )
             }
@@ -122,16 +125,16 @@ class BatchWriteMixin:
             linked = {other for kind, other in edges if kind == "cue"}
         missing = [cue_id for cue_id in wanted if cue_id not in linked]
         if missing:
-            created = self._run(
+            created = self.db.run(
                 "MATCH (e:Engram {id: $engram}) UNWIND $cues AS cue_id MATCH (c:Cue {id: cue_id}) "
                 "CREATE (e)-[:EncodedBy]->(c) RETURN c.id",
                 {"engram": engram_id, "cues": missing},
             )
             if len(created) < len(missing):
                 logger.debug("link_cue_ids: engram %s or some of its cues do not exist", engram_id)
-            self._count_new_links(row[0] for row in created)
-            if edges is not None:
-                edges.update(("cue", row[0]) for row in created)
+            self.cues.count_new_links(row[0] for row in created)
+            for row in created:
+                self.fresh.record(engram_id, "cue", row[0])
 
     @locked
     def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:
@@ -142,7 +145,7 @@ class BatchWriteMixin:
         cues = self._ensure_cues({name for pair in merged for name in pair})
         rows = {(cues[a].id, cues[b].id): w for (a, b), w in merged.items()}
         ids = sorted({id_ for pair in rows for id_ in pair})
-        existing = self._run(
+        existing = self.db.run(
             "MATCH (a:Cue)-[:CoOccurs]->(b:Cue) WHERE a.id IN $ids AND b.id IN $ids RETURN a.id, b.id",
             {"ids": ids},
         )
@@ -156,13 +159,13 @@ class BatchWriteMixin:
             else:
                 create.append({"a": a, "b": b, "w": w})
         if update:
-            self._run(
+            self.db.run(
                 "UNWIND $rows AS row MATCH (a:Cue {id: row.a})-[r:CoOccurs]->(b:Cue {id: row.b}) "
                 + ("SET r.strength = row.w" if replace else "SET r.strength = r.strength + row.w"),
                 {"rows": update},
             )
         if create:
-            self._run(
+            self.db.run(
                 "UNWIND $rows AS row MATCH (a:Cue {id: row.a}), (b:Cue {id: row.b}) "
                 "CREATE (a)-[:CoOccurs {strength: row.w}]->(b)",
                 {"rows": create},
@@ -179,7 +182,7 @@ class BatchWriteMixin:
             return
         cues = self._ensure_cues({n for key in wanted for n in (key[0], key[2])}, cue_type)
         engrams = {key[3] for key in wanted}
-        fresh = {e: self._fresh[e] for e in engrams if e in self._fresh}
+        fresh = {e: edges for e in engrams if (edges := self.fresh.edges(e)) is not None}
         found: set[tuple[str, str, str, str]] = set()
         for edges in fresh.values():
             for kind, other in edges:
@@ -187,13 +190,13 @@ class BatchWriteMixin:
                     a, rel, b, engram = other.split("\x1f")
                     found.add((a, rel, b, engram))
         if len(fresh) < len(engrams):
-            rows = self._run(
+            rows = self.db.run(
                 "MATCH (a:Cue)-[r:RelatesTo]->(b:Cue) WHERE r.engram_id IN $engrams "
                 "RETURN a.id, r.relation, b.id, r.engram_id",
                 {"engrams": sorted(engrams - set(fresh))},
             )
             found.update((a, rel, b, e) for a, rel, b, e in rows)
-        create = []
+        create: list[dict[str, Any]] = []
         for (source, name, target, engram_id), relation in wanted.items():
             key = (cues[source].id, name, cues[target].id, engram_id)
             if key not in found:
@@ -201,14 +204,15 @@ class BatchWriteMixin:
                 row = dict(zip(("a", "relation", "b", "engram"), key, strict=True))
                 create.append(row | {"at": to_db(relation.created_at)})
         if create:
-            self._run(
+            self.db.run(
                 "UNWIND $rows AS row MATCH (a:Cue {id: row.a}), (b:Cue {id: row.b}) "
                 "CREATE (a)-[:RelatesTo {relation: row.relation, engram_id: row.engram, "
                 "created_at: row.at}]->(b)",
                 {"rows": create},
             )
             for row in create:
-                self._remember_relation(row["a"], row["relation"], row["b"], row["engram"])
+                remembered = relation_key(row["a"], row["relation"], row["b"], row["engram"])
+                self.fresh.record(row["engram"], "RelatesTo", remembered)
 
     @locked
     def associate_many(self, associations: Sequence[Association]) -> None:
@@ -225,9 +229,9 @@ class BatchWriteMixin:
         maybe: list[Association] = []
         for a in merged:
             known = [
-                (rel, other) in self._fresh[x]
+                (rel, other) in edges
                 for x, other in ((a.source_id, a.target_id), (a.target_id, a.source_id))
-                if x in self._fresh
+                if (edges := self.fresh.edges(x)) is not None
             ]
             # A fresh end has exactly the edges recorded for it: one without this pair proves it new.
             (absent if known and not all(known) else maybe).append(a)
@@ -240,7 +244,7 @@ class BatchWriteMixin:
                 todo = [r for r in rows if frozenset((r["a"], r["b"])) not in done]
                 if not todo:
                     break
-                updated = self._run(
+                updated = self.db.run(
                     "UNWIND $rows AS row "
                     "MATCH (x:Engram {id: row.a})-[r:AssociatedWith]->(y:Engram {id: row.b}) "
                     "SET r.strength = CASE WHEN row.w > r.strength THEN row.w ELSE r.strength END "
@@ -260,13 +264,12 @@ class BatchWriteMixin:
             )
         created = []
         for source, rows in by_source.items():
-            created += self._run(
+            created += self.db.run(
                 "MATCH (x:Engram {id: $a}) UNWIND $rows AS row MATCH (y:Engram {id: row.b}) "
                 "CREATE (x)-[:AssociatedWith {strength: row.w, relation_type: row.type, "
                 "created_at: row.at}]->(y) RETURN x.id, y.id",
                 {"a": source, "rows": rows},
             )
         for x, y in created:
-            for end, other in ((x, y), (y, x)):
-                if end in self._fresh:
-                    self._fresh[end].add((rel, other))
+            self.fresh.record(x, rel, y)
+            self.fresh.record(y, rel, x)

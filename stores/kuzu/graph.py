@@ -1,12 +1,14 @@
-"""Cues and edges of the embedded store: a mixin of :class:`smriti.stores.kuzu.KuzuStore`.
+"""Cues and edges of the embedded store: the in-memory cue map, the fresh-edge memo, the reads.
 
-Split from the store class only to keep modules short; it uses the store's ``_run``,
-``_check_dims`` and lock. Cue names are unique per store, but Kuzu has no secondary index
-on ``Cue.name``, so the name -> id map is held in memory (this process holds the file lock,
-so nobody else can change it) and every query reaches cues by primary key.
+Cue names are unique per store, but Kuzu has no secondary index on ``Cue.name``, so the
+name -> id map (:class:`CueMap`) is held in memory (this process holds the file lock, so
+nobody else can change it) and every query reaches cues by primary key. :class:`FreshEdges`
+remembers the edges made for engrams this process created, so the writes can tell new edges
+from existing ones without a query on the store path.
 
-This module holds the reads; the writes (``upsert_cues``, ``link_cue_ids``,
-``add_cooccurrences``, ``add_relations``, ``associate_many``) live in :mod:`smriti.stores.kuzu.batch`.
+This module holds the reads (:class:`GraphReads`); the writes (``upsert_cues``,
+``link_cue_ids``, ``add_cooccurrences``, ``add_relations``, ``associate_many``) live in
+:class:`smriti.stores.kuzu.batch.GraphWrites`.
 
 CoOccurs and AssociatedWith are symmetric relations stored as one directed edge: an
 existing edge in either direction is the one updated, so an import or a pipeline that
@@ -16,10 +18,9 @@ names the pair the other way round never doubles it.
 from __future__ import annotations
 
 import logging
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from smriti.stores.base import (
     Association,
@@ -29,7 +30,8 @@ from smriti.stores.base import (
     normalise_cue_name,
 )
 from smriti.stores.kuzu import schema
-from smriti.stores.kuzu.schema import association_from_row, from_db, locked
+from smriti.stores.kuzu.connection import Connection, locked
+from smriti.stores.kuzu.schema import association_from_row, from_db
 
 logger = logging.getLogger(__name__)
 
@@ -41,49 +43,113 @@ class CueInfo:
     has_embedding: bool
 
 
-class CueGraphMixin:
-    """Cue, co-occurrence, relation and association methods of the GraphStore protocol."""
+FRESH_ENGRAMS = 256  # recently created engrams whose edges are tracked (see FreshEdges)
 
-    if TYPE_CHECKING:  # provided by KuzuStore
-        _cues: dict[str, CueInfo] | None
-        _cue_links: Counter[str] | None
-        _fresh: dict[str, set[tuple[str, str]]]
 
-        def _rows_by_ids(
-            self, single: str, many: str, ids: Sequence[str], per_id_up_to: int
-        ) -> list[list[Any]]: ...
+class CueMap:
+    """Cue name -> :class:`CueInfo`, and engrams per cue id, loaded on first use.
 
-        def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]: ...
-        def _check_dims(self, embedding: Sequence[float] | None, what: str) -> None: ...
+    Args:
+        db: the store's connection.
+    """
 
-    def _cue_map(self) -> dict[str, CueInfo]:
+    def __init__(self, db: Connection) -> None:
+        self.db = db
+        self._cues: dict[str, CueInfo] | None = None
+        self._links: Counter[str] | None = None  # cue id -> engrams it encodes
+
+    def names(self) -> dict[str, CueInfo]:
+        """The map itself (callers add to it through :meth:`add`)."""
         if self._cues is None:
-            rows = self._run("MATCH (c:Cue) RETURN c.name, c.id, c.cue_type, c.embedding IS NOT NULL")
+            rows = self.db.run("MATCH (c:Cue) RETURN c.name, c.id, c.cue_type, c.embedding IS NOT NULL")
             self._cues = {name: CueInfo(id_, cue_type, bool(has)) for name, id_, cue_type, has in rows}
         return self._cues
 
-    def _links_per_cue(self) -> Counter[str]:
-        """Engrams each cue encodes, by cue id. Counting them per recall scanned the cue table
-        (tens of ms at a few thousand memories); one aggregation, then kept in step by the link
-        methods, is a dict lookup. A deleted engram resets it (see delete_engram)."""
-        if self._cue_links is None:
-            rows = self._run("MATCH (c:Cue)<-[:EncodedBy]-(:Engram) RETURN c.id, count(*)")
-            self._cue_links = Counter({id_: int(n) for id_, n in rows})
-        return self._cue_links
+    def add(self, name: str, info: CueInfo) -> None:
+        self.names()[name] = info
 
-    def _count_new_links(self, cue_ids: Iterable[str]) -> None:
-        if self._cue_links is not None:
-            self._cue_links.update(cue_ids)
+    def discard(self, name: str) -> None:
+        if self._cues is not None:
+            self._cues.pop(name, None)
 
-    def _cue_ids(self, names: Iterable[str]) -> list[str]:
-        cues = self._cue_map()
+    def ids(self, names: Iterable[str]) -> list[str]:
+        """Ids of the cues of these names (normalised here), unknown names left out."""
+        cues = self.names()
         wanted = dict.fromkeys(normalise_cue_name(n) for n in names)
         return [cues[n].id for n in wanted if n in cues]
+
+    def links(self) -> Counter[str]:
+        """Engrams each cue encodes, by cue id. Counting them per recall scanned the cue table
+        (tens of ms at a few thousand memories); one aggregation, then kept in step by the link
+        methods, is a dict lookup. A deleted engram resets it (see :meth:`forget_links`)."""
+        if self._links is None:
+            rows = self.db.run("MATCH (c:Cue)<-[:EncodedBy]-(:Engram) RETURN c.id, count(*)")
+            self._links = Counter({id_: int(n) for id_, n in rows})
+        return self._links
+
+    def count_new_links(self, cue_ids: Iterable[str]) -> None:
+        if self._links is not None:
+            self._links.update(cue_ids)
+
+    def forget_links(self) -> None:
+        """Some cue lost a link: recount when next asked."""
+        self._links = None
+
+
+class FreshEdges:
+    """Engrams created by this process -> the edges made for them since: ("cue", id),
+    (rel, other id) or ("RelatesTo", key). Lets link_cue/associate skip an existence query
+    on the store path; only the last :data:`FRESH_ENGRAMS` engrams are tracked."""
+
+    def __init__(self) -> None:
+        self._edges: OrderedDict[str, set[tuple[str, str]]] = OrderedDict()
+
+    def __contains__(self, engram_id: object) -> bool:
+        return engram_id in self._edges
+
+    def start(self, engram_id: str) -> None:
+        """A new engram: it has no edges yet."""
+        self._edges[engram_id] = set()
+        if len(self._edges) > FRESH_ENGRAMS:
+            self._edges.popitem(last=False)
+
+    def edges(self, engram_id: str) -> set[tuple[str, str]] | None:
+        """The edges of a fresh engram (a live set), None when it is not tracked."""
+        return self._edges.get(engram_id)
+
+    def record(self, engram_id: str, kind: str, other: str) -> None:
+        edges = self._edges.get(engram_id)
+        if edges is not None:
+            edges.add((kind, other))
+
+    def clear(self) -> None:
+        """Forget every engram (an edge may have gone with a deleted node)."""
+        self._edges.clear()
+
+
+def relation_key(a: str, relation: str, b: str, engram_id: str) -> str:
+    """The FreshEdges key of a RelatesTo edge."""
+    return "\x1f".join((a, relation, b, engram_id))
+
+
+class GraphReads:
+    """Cue, relation and association reads of the GraphStore protocol (and orphan cleanup).
+
+    Args:
+        db: the store's connection.
+        cues: the cue map.
+        fresh: the fresh-edge memo (cleared when cues are deleted).
+    """
+
+    def __init__(self, db: Connection, cues: CueMap, fresh: FreshEdges) -> None:
+        self.db = db
+        self.cues = cues
+        self.fresh = fresh
 
     def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
         """Cues of each asked engram (an empty list when it has none), by name."""
         result: dict[str, list[Cue]] = {engram_id: [] for engram_id in engram_ids}
-        rows = self._rows_by_ids(
+        rows = self.db.rows_by_ids(
             f"MATCH (e:Engram {{id: $id}})-[:EncodedBy]->(c:Cue) RETURN e.id, {schema.CUE_RETURN}",
             f"MATCH (e:Engram)-[:EncodedBy]->(c:Cue) WHERE e.id IN $ids RETURN e.id, {schema.CUE_RETURN}",
             engram_ids,
@@ -96,10 +162,10 @@ class CueGraphMixin:
     @locked
     def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
         """Most matched cues first, then by id; each hit's cues in the order they were asked."""
-        cue_ids = self._cue_ids(cue_names)
+        cue_ids = self.cues.ids(cue_names)
         if not cue_ids or limit <= 0:
             return []
-        rows = self._run(
+        rows = self.db.run(
             "MATCH (c:Cue)<-[:EncodedBy]-(e:Engram) WHERE c.id IN $cues "
             "WITH e.id AS id, collect(c.name) AS names "
             "RETURN id, names ORDER BY size(names) DESC, id LIMIT $limit",
@@ -111,23 +177,17 @@ class CueGraphMixin:
     @locked
     def cue_engram_counts(self, cue_names: Sequence[str]) -> dict[str, int]:
         """Keyed by the names as asked (matched normalised); cues that do not exist are left out."""
-        cues = self._cue_map()
+        cues = self.cues.names()
         infos = {name: cues.get(normalise_cue_name(name)) for name in cue_names}
         if not any(infos.values()):
             return {}
-        links = self._links_per_cue()
+        links = self.cues.links()
         return {name: links.get(info.id, 0) for name, info in infos.items() if info is not None}
-
-    def _remember_relation(self, a: str, relation: str, b: str, engram_id: str) -> None:
-        """Record a RelatesTo edge of a fresh engram (so a batch need not look for it)."""
-        edges = self._fresh.get(engram_id)
-        if edges is not None:
-            edges.add(("RelatesTo", "\x1f".join((a, relation, b, engram_id))))
 
     def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
         if not engram_ids:
             return []
-        rows = self._run(
+        rows = self.db.run(
             "MATCH (a:Cue)-[r:RelatesTo]->(b:Cue) WHERE r.engram_id IN $ids "
             "RETURN a.name, r.relation, b.name, r.engram_id, r.created_at "
             "ORDER BY r.created_at, a.name, r.relation, b.name",
@@ -138,16 +198,15 @@ class CueGraphMixin:
     @locked
     def delete_orphan_cues(self) -> int:
         """Delete cues that encode no engram (with their CoOccurs/RelatesTo edges)."""
-        rows = self._run(
+        rows = self.db.run(
             "MATCH (c:Cue) WHERE NOT EXISTS { MATCH (c)<-[:EncodedBy]-(:Engram) } RETURN c.id, c.name"
         )
         if rows:
             ids = [row[0] for row in rows]
-            self._run("MATCH (c:Cue) WHERE c.id IN $ids DETACH DELETE c", {"ids": ids})
-            self._fresh.clear()  # a re-imported cue could come back under a remembered id
+            self.db.run("MATCH (c:Cue) WHERE c.id IN $ids DETACH DELETE c", {"ids": ids})
+            self.fresh.clear()  # a re-imported cue could come back under a remembered id
             for _, name in rows:
-                if self._cues is not None:
-                    self._cues.pop(name, None)
+                self.cues.discard(name)
         return len(rows)
 
     # -- associations ------------------------------------------------------------------------------
@@ -163,10 +222,10 @@ class CueGraphMixin:
                     "(a:Engram {id: $id})-[r:AssociatedWith]->(b:Engram)",
                     "(b:Engram {id: $id})<-[r:AssociatedWith]-(a:Engram)",
                 ):
-                    rows += self._run(f"MATCH {pattern} {edge}", {"id": engram_id})
+                    rows += self.db.run(f"MATCH {pattern} {edge}", {"id": engram_id})
         else:
             # No UNION here: Kuzu 0.11.3 crashes (SIGSEGV) on a UNION of IN-filtered matches.
-            rows = self._run(
+            rows = self.db.run(
                 f"MATCH (a:Engram)-[r:AssociatedWith]->(b:Engram) WHERE a.id IN $ids OR b.id IN $ids {edge}",
                 {"ids": ids},
             )
@@ -174,7 +233,7 @@ class CueGraphMixin:
         return [association_from_row(unique[key]) for key in sorted(unique)]
 
     def all_associations(self) -> list[Association]:
-        rows = self._run(
+        rows = self.db.run(
             "MATCH (a:Engram)-[r:AssociatedWith]->(b:Engram) "
             "RETURN a.id, b.id, r.strength, r.relation_type, r.created_at ORDER BY a.id, b.id"
         )

@@ -15,25 +15,23 @@ absent in ``TABLE_INFO``), so running them at every open is idempotent.
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import importlib
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+import typing
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from smriti.stores import records as rec
 from smriti.stores.base import (
     ENGRAM_FIELDS,
-    NO_CLUSTER,
     Association,
     Cue,
     EmbeddingMismatchError,
     Engram,
-    Relation,
     StoreError,
     UnsafeUserError,
     validate_user_name,
@@ -95,37 +93,45 @@ def import_backend(backend: str) -> ModuleType:
         ) from error
 
 
-def locked(method):
-    """Serialise a store method on ``self._lock`` (one Connection; caches that follow the file)."""
+# Kuzu's column type of each Python type of an Engram field.
+_KUZU_TYPES: dict[Any, str] = {
+    str: "STRING",
+    float: "DOUBLE",
+    int: "INT64",
+    datetime: "TIMESTAMP",
+    list[float] | None: "FLOAT[{dims}]",
+}
 
-    @functools.wraps(method)
-    def wrapper(self, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
-            return method(self, *args, **kwargs)
 
-    return wrapper
+def _default_literal(value: Any, kind: Any) -> str | None:
+    """The DDL DEFAULT an old row gets when a column is added (None: no default)."""
+    if value is dataclasses.MISSING and kind is str:
+        return "''"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return repr(value)
+    return None
+
+
+def _engram_columns() -> dict[str, tuple[str, str | None]]:
+    """name -> (Kuzu type, DEFAULT literal or None), from the Engram dataclass, id first."""
+    hints = typing.get_type_hints(Engram)
+    defaults = {f.name: f.default for f in dataclasses.fields(Engram)}
+    names = ("id", *(name for name in ENGRAM_FIELDS if name != "id"))
+    return {
+        name: (
+            _KUZU_TYPES[hints[name]],
+            None if name == "id" else _default_literal(defaults[name], hints[name]),
+        )
+        for name in names
+    }
 
 
 # name -> (Kuzu type, DEFAULT literal or None). Order is the RETURN order of ENGRAM_RETURN.
 # "{dims}" is filled in per store; defaults are what an old row gets when a column is added.
-ENGRAM_COLUMNS: dict[str, tuple[str, str | None]] = {
-    "id": ("STRING", None),
-    "content": ("STRING", "''"),
-    "summary": ("STRING", "''"),
-    "memory_type": ("STRING", "'episodic'"),
-    "importance": ("DOUBLE", "0.5"),
-    "access_count": ("INT64", "0"),
-    "created_at": ("TIMESTAMP", None),
-    "last_accessed_at": ("TIMESTAMP", None),
-    "decay_factor": ("DOUBLE", "1.0"),
-    "embedding": ("FLOAT[{dims}]", None),
-    "source": ("STRING", "''"),
-    "tags": ("STRING", "''"),
-    "cluster_id": ("INT64", str(NO_CLUSTER)),
-}
-# Kuzu needs a type and a default per column; the set of names is the dataclass's.
-if set(ENGRAM_COLUMNS) != set(ENGRAM_FIELDS):  # a field added to Engram needs a column here
-    raise RuntimeError("ENGRAM_COLUMNS must follow the Engram dataclass")
+# Derived from the dataclass: a field added to Engram gets a column (and a migration).
+ENGRAM_COLUMNS: dict[str, tuple[str, str | None]] = _engram_columns()
 CUE_COLUMNS: dict[str, tuple[str, str | None]] = {
     "id": ("STRING", None),
     "name": ("STRING", None),
@@ -208,58 +214,45 @@ def coerce_field(name: str, value: Any) -> Any:
 
 
 # -- rows ----------------------------------------------------------------------------------
+# Field name -> the Python type its column reads back as (timestamps are special-cased).
+_ENGRAM_TYPES: dict[str, Any] = typing.get_type_hints(Engram)
+_ENGRAM_DEFAULTS: dict[str, Any] = {
+    f.name: f.default for f in dataclasses.fields(Engram) if f.default is not dataclasses.MISSING
+}
+
+
 def engram_from_row(row: Sequence[Any]) -> Engram:
     """Build an Engram from a row in ENGRAM_RETURN order (None-safe for migrated rows)."""
-    (
-        id_,
-        content,
-        summary,
-        memory_type,
-        importance,
-        access_count,
-        created_at,
-        last_accessed_at,
-        decay_factor,
-        embedding,
-        source,
-        tags,
-        cluster_id,
-    ) = row
-    created = from_db(created_at)
-    return Engram(
-        id=id_,
-        content=content or "",
-        summary=summary or "",
-        memory_type=memory_type or "episodic",
-        importance=0.5 if importance is None else float(importance),
-        access_count=int(access_count or 0),
-        created_at=created,
-        last_accessed_at=from_db(last_accessed_at, created),
-        decay_factor=1.0 if decay_factor is None else float(decay_factor),
-        embedding=list(embedding) if embedding is not None else None,
-        source=source or "",
-        tags=tags or "",
-        cluster_id=NO_CLUSTER if cluster_id is None else int(cluster_id),
-    )
+    values = dict(zip(ENGRAM_COLUMNS, row, strict=True))
+    created = from_db(values["created_at"])
+    fields: dict[str, Any] = {}
+    for name, value in values.items():
+        kind = _ENGRAM_TYPES[name]
+        if kind is datetime:
+            value = created if name == "created_at" else from_db(value, created)
+        elif name == "embedding":
+            value = list(value) if value is not None else None
+        elif value is None or (kind is str and not value):
+            value = _ENGRAM_DEFAULTS.get(name, "" if kind is str else value)
+        else:
+            value = kind(value)
+        fields[name] = value
+    return Engram(**fields)
 
 
 def engram_params(engram: Engram) -> dict[str, Any]:
     """Query parameters of an Engram, one per column."""
-    return {
-        "id": engram.id,
-        "content": engram.content,
-        "summary": engram.summary,
-        "memory_type": engram.memory_type,
-        "importance": float(engram.importance),
-        "access_count": int(engram.access_count),
-        "created_at": to_db(engram.created_at),
-        "last_accessed_at": to_db(engram.last_accessed_at),
-        "decay_factor": float(engram.decay_factor),
-        "embedding": [float(v) for v in engram.embedding] if engram.embedding is not None else None,
-        "source": engram.source,
-        "tags": engram.tags,
-        "cluster_id": int(engram.cluster_id),
-    }
+    params: dict[str, Any] = {}
+    for name in ENGRAM_COLUMNS:
+        value, kind = getattr(engram, name), _ENGRAM_TYPES[name]
+        if kind is datetime:
+            value = to_db(value)
+        elif name == "embedding":
+            value = [float(v) for v in value] if value is not None else None
+        elif kind in (int, float):
+            value = kind(value)
+        params[name] = value
+    return params
 
 
 CREATE_ENGRAM = "CREATE (e:Engram {" + ", ".join(f"{name}: ${name}" for name in ENGRAM_COLUMNS) + "})"
@@ -369,55 +362,19 @@ def migrate(run: Runner, dims: int, path: Path) -> list[str]:
     return changes
 
 
-# -- export ----------------------------------------------------------------------------------
-EXPORT_PAGE = 500
+# -- small helpers shared by the collaborators ---------------------------------------------------
+def check_dims(embedding: Sequence[float] | None, dims: int, what: str) -> None:
+    """Raises EmbeddingMismatchError when ``embedding`` is not ``dims`` long."""
+    if embedding is not None and len(embedding) != dims:
+        raise EmbeddingMismatchError(
+            f"{what} has {len(embedding)} dimensions but this store holds {dims} (EMBEDDING_DIMS)"
+        )
 
 
-def _pages(run: Runner, query: str) -> Iterator[list[Any]]:
-    """Keyset pagination over a query with ``$after``/``$page`` whose first column is the key."""
-    after = ""
-    while True:
-        rows = run(query, {"after": after, "page": EXPORT_PAGE})
-        yield from rows
-        if len(rows) < EXPORT_PAGE:
-            return
-        after = rows[-1][0]
+def get_meta(run: Runner, key: str) -> str | None:
+    rows = run("MATCH (m:Meta {key: $key}) RETURN m.value", {"key": key})
+    return rows[0][0] if rows else None
 
 
-def export_rows(run: Runner) -> Iterator[dict[str, Any]]:
-    """Every node and edge as records, in records.KINDS order and sorted within a kind.
-
-    Nodes (which carry embeddings) are read a page at a time so a large store is never
-    held in memory twice; edges are small rows and come in one query each.
-    """
-    for key, value in run("MATCH (m:Meta) RETURN m.key, m.value ORDER BY m.key", None):
-        yield rec.meta_record(key, value)
-    engrams = f"MATCH (e:Engram) WHERE e.id > $after RETURN {ENGRAM_RETURN} ORDER BY e.id LIMIT $page"
-    for row in _pages(run, engrams):
-        yield rec.engram_record(engram_from_row(row))
-    cues = (
-        "MATCH (c:Cue) WHERE c.name > $after "
-        "RETURN c.name, c.id, c.cue_type, c.embedding ORDER BY c.name LIMIT $page"
-    )
-    for name, id_, cue_type, embedding in _pages(run, cues):
-        yield rec.cue_record(cue_from_row((id_, name, cue_type, embedding)))
-    for engram_id, cue in run(
-        "MATCH (e:Engram)-[:EncodedBy]->(c:Cue) RETURN e.id, c.name ORDER BY e.id, c.name", None
-    ):
-        yield rec.encoded_by_record(engram_id, cue)
-    for row in run(
-        "MATCH (a:Engram)-[r:AssociatedWith]->(b:Engram) "
-        "RETURN a.id, b.id, r.strength, r.relation_type, r.created_at ORDER BY a.id, b.id",
-        None,
-    ):
-        yield rec.association_record(association_from_row(row))
-    for source, target, strength in run(
-        "MATCH (a:Cue)-[r:CoOccurs]->(b:Cue) RETURN a.name, b.name, r.strength ORDER BY a.name, b.name", None
-    ):
-        yield rec.co_occurs_record(source, target, float(strength))
-    for source, relation, target, engram_id, created_at in run(
-        "MATCH (a:Cue)-[r:RelatesTo]->(b:Cue) RETURN a.name, r.relation, b.name, r.engram_id, r.created_at "
-        "ORDER BY a.name, r.relation, b.name, r.engram_id",
-        None,
-    ):
-        yield rec.relation_record(Relation(source, relation, target, engram_id or "", from_db(created_at)))
+def set_meta(run: Runner, key: str, value: str) -> None:
+    run("MERGE (m:Meta {key: $key}) SET m.value = $value", {"key": key, "value": str(value)})

@@ -1,4 +1,4 @@
-"""Vector and full-text search of the embedded store: a mixin of :class:`~smriti.stores.kuzu.KuzuStore`.
+"""Vector and full-text search of the embedded store: :class:`SearchIndex`.
 
 Which path answers (measured at 10k engrams x 1536 dims on the development machine):
 
@@ -19,17 +19,18 @@ follow inserts, deletes and (FTS) content updates by themselves.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from smriti.stores.base import MEMORY_TYPES, Capabilities, ScoredId, StoreError
+from smriti.stores.base import MEMORY_TYPES, Capabilities, Engram, ScoredId, StoreError
 from smriti.stores.kuzu import schema
+from smriti.stores.kuzu.connection import Connection, locked
 from smriti.stores.kuzu.rows import EngramRows
-from smriti.stores.kuzu.schema import ENGRAM_RETURN, FULLTEXT_INDEX, VECTOR_INDEX, locked
+from smriti.stores.kuzu.schema import ENGRAM_RETURN, FULLTEXT_INDEX, VECTOR_INDEX
 from smriti.stores.search import KeywordIndex, VectorCache, normalise_scores, text_of
 
 logger = logging.getLogger(__name__)
@@ -38,41 +39,94 @@ EXTENSIONS = ("vector", "fts")
 _warned: set[str] = set()  # one warning per process and cause, not one per store opened
 
 
-class IndexedSearchMixin:
-    """Extension loading, index state, ``vector_search``, ``fulltext_search``, ``ensure_indexes``."""
+class SearchIndex:
+    """Extensions, index state and the in-memory caches: ``vector_search``, ``fulltext_search``,
+    ``ensure_indexes``.
 
-    if TYPE_CHECKING:  # provided by KuzuStore
-        backend: str
-        path: Path
-        capabilities: Capabilities
-        _conn: Any
-        _use_extensions: bool
-        _exact_limit: int
-        _extensions: dict[str, bool]
-        _install_tried: bool
-        _vector_index: bool
-        _fulltext_index: bool
-        _projected: set[str]
-        _vectors: VectorCache
-        _engram_rows: EngramRows
-        _keywords: KeywordIndex
-        _count: int | None
+    Args:
+        db: the store's connection.
+        rows: the Engram row cache, loaded and dropped together with the vector cache.
+        count: the store's engram count (which path answers depends on it).
+        path, backend: for messages.
+        dims: the embedding dimension.
+        use_extensions: False never loads the vector/FTS extensions (forces the fallbacks).
+        exact_limit: brute force while at most this many embeddings are stored.
 
-        def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]: ...
-        def _ddl(self, query: str) -> None: ...
-        def _check_dims(self, embedding: Sequence[float] | None, what: str) -> None: ...
-        def count_engrams(self) -> int: ...
-        def get_meta(self, key: str) -> str | None: ...
-        def set_meta(self, key: str, value: str) -> None: ...
+    The caches follow the store's writes through :meth:`added`, :meth:`retexted` and :meth:`removed`.
+    """
+
+    def __init__(
+        self,
+        db: Connection,
+        rows: EngramRows,
+        count: Callable[[], int],
+        *,
+        path: Path,
+        backend: str,
+        dims: int,
+        use_extensions: bool,
+        exact_limit: int,
+    ) -> None:
+        self.db, self.rows, self.path, self.backend = db, rows, path, backend
+        self.use_extensions = use_extensions
+        self.exact_limit = exact_limit
+        self.capabilities = Capabilities(vector_index=False, fulltext=False)
+        self._count = count
+        self._extensions: dict[str, bool] = dict.fromkeys(EXTENSIONS, False)
+        self._install_tried = False
+        self._vector_index = self._fulltext_index = False
+        self._projected: set[str] = set()
+        self._vectors = VectorCache(dims)
+        self._keywords = KeywordIndex()
+
+    def open(self) -> None:
+        """Load the extensions (without installing) and read which indexes the file has."""
+        if self.use_extensions:
+            self._load_extensions(install=False)
+        self._read_indexes()
+
+    @property
+    def vector_index(self) -> bool:
+        return self._vector_index
+
+    @property
+    def fulltext_index(self) -> bool:
+        return self._fulltext_index
+
+    @property
+    def extensions(self) -> dict[str, bool]:
+        return dict(self._extensions)
+
+    # -- the caches follow the store's writes ------------------------------------------------
+    def vector(self, engram_id: str) -> list[float] | None:
+        """The cached embedding of ``engram_id`` (None when not cached)."""
+        return self._vectors.vector(engram_id)
+
+    def added(self, engram: Engram) -> None:
+        if engram.embedding is not None:
+            self._vectors.add(engram.id, engram.memory_type, engram.embedding)
+        self._keywords.add(engram.id, engram.memory_type, text_of(engram.content, engram.summary))
+
+    def retexted(self, engram_id: str, memory_type: str, content: str, summary: str) -> None:
+        self._vectors.retype(engram_id, memory_type)
+        self._keywords.add(engram_id, memory_type, text_of(content, summary))
+
+    def removed(self, engram_id: str) -> None:
+        self._vectors.remove(engram_id)
+        self._keywords.remove(engram_id)
+
+    def invalidate(self) -> None:
+        self._vectors.invalidate()
+        self._keywords.invalidate()
 
     def _load_exact_caches(self) -> None:
         """Read the Engram table once: embeddings into the vector cache, other columns into
         the row cache (one scan, as the vectors alone would need)."""
         engrams = [
-            schema.engram_from_row(row) for row in self._run(f"MATCH (e:Engram) RETURN {ENGRAM_RETURN}")
+            schema.engram_from_row(row) for row in self.db.run(f"MATCH (e:Engram) RETURN {ENGRAM_RETURN}")
         ]
         self._vectors.load((e.id, e.memory_type, e.embedding) for e in engrams if e.embedding is not None)
-        self._engram_rows.load(engrams)
+        self.rows.load(engrams)
 
     def _warn_once(self, cause: str, message: str, *args: Any) -> None:
         if cause not in _warned:
@@ -89,7 +143,7 @@ class IndexedSearchMixin:
             for attempt in commands:
                 try:
                     for command in attempt:
-                        self._conn.execute(command)
+                        self.db.command(command)
                     self._extensions[name] = True
                     break
                 except RuntimeError as error:
@@ -112,11 +166,11 @@ class IndexedSearchMixin:
 
     def _read_indexes(self) -> None:
         try:
-            names = {row[1] for row in self._run("CALL SHOW_INDEXES() RETURN *")}
+            names = {row[1] for row in self.db.run("CALL SHOW_INDEXES() RETURN *")}
         except StoreError:
             names = set()
         usable = all(self._extensions.values())
-        if {VECTOR_INDEX, FULLTEXT_INDEX} & names and self._use_extensions and not usable:
+        if {VECTOR_INDEX, FULLTEXT_INDEX} & names and self.use_extensions and not usable:
             self._load_extensions(install=True)  # the file has indexes this process cannot use yet
         self._vector_index = VECTOR_INDEX in names and self._extensions["vector"]
         self._fulltext_index = FULLTEXT_INDEX in names and self._extensions["fts"]
@@ -124,18 +178,18 @@ class IndexedSearchMixin:
 
     def _sync_index_meta(self) -> None:
         for key, value in (("vector_index", self._vector_index), ("fulltext_index", self._fulltext_index)):
-            if self.get_meta(key) != str(value).lower():
-                self.set_meta(key, str(value).lower())
+            if schema.get_meta(self.db.run, key) != str(value).lower():
+                schema.set_meta(self.db.run, key, str(value).lower())
 
     # -- search ----------------------------------------------------------------------------
     def _use_hnsw(self) -> bool:
         if not self._vector_index:
             return False
-        size = len(self._vectors) if self._vectors.loaded else self.count_engrams()
-        if size <= self._exact_limit:
+        size = len(self._vectors) if self._vectors.loaded else self._count()
+        if size <= self.exact_limit:
             return False
         self._vectors.invalidate()  # past the limit: free the matrix, the index takes over
-        self._engram_rows.invalidate()
+        self.rows.invalidate()
         return True
 
     @locked
@@ -147,7 +201,7 @@ class IndexedSearchMixin:
         Raises:
             EmbeddingMismatchError: the query has another dimension than the store.
         """
-        self._check_dims(embedding, "the query embedding")
+        schema.check_dims(embedding, self._vectors.dims, "the query embedding")
         query = np.asarray(embedding, dtype=np.float32)
         if k <= 0 or not np.any(query):
             return []
@@ -166,14 +220,14 @@ class IndexedSearchMixin:
             graph = f"engram_{memory_type}"
             if graph not in self._projected:
                 node_filter = f"n.memory_type = '{memory_type}'"
-                self._run(f"CALL PROJECT_GRAPH('{graph}', {{'Engram': \"{node_filter}\"}}, [])")
+                self.db.run(f"CALL PROJECT_GRAPH('{graph}', {{'Engram': \"{node_filter}\"}}, [])")
                 self._projected.add(graph)
         elif memory_type is not None:
             # A WHERE after the call only filters the rows the index returned: ask for more.
             fetch, where = max(10 * k, 100), "WHERE node.memory_type = $memory_type "
             params["memory_type"] = memory_type
         params["fetch"] = int(fetch)
-        rows = self._run(
+        rows = self.db.run(
             f"CALL QUERY_VECTOR_INDEX('{graph}', '{VECTOR_INDEX}', $q, $fetch) WITH node, distance {where}"
             "RETURN node.id AS id, distance ORDER BY distance, id LIMIT $k",
             params,
@@ -190,13 +244,13 @@ class IndexedSearchMixin:
         """
         if k <= 0 or not query.strip():
             return []
-        if self._fulltext_index and self.count_engrams() > self._exact_limit:
+        if self._fulltext_index and self._count() > self.exact_limit:
             where = "WHERE node.memory_type = $memory_type " if memory_type is not None else ""
             params: dict[str, Any] = {"q": query, "k": int(k)}
             if memory_type is not None:
                 params["memory_type"] = memory_type
             try:
-                rows = self._run(
+                rows = self.db.run(
                     f"CALL QUERY_FTS_INDEX('Engram', '{FULLTEXT_INDEX}', $q) WITH node, score {where}"
                     "RETURN node.id AS id, score ORDER BY score DESC, id LIMIT $k",
                     params,
@@ -205,7 +259,7 @@ class IndexedSearchMixin:
             except StoreError as error:  # odd query syntax: the scan still answers
                 logger.debug("full-text index query failed, scanning instead: %s", error)
         if not self._keywords.loaded:
-            rows = self._run("MATCH (e:Engram) RETURN e.id, e.memory_type, e.content, e.summary")
+            rows = self.db.run("MATCH (e:Engram) RETURN e.id, e.memory_type, e.content, e.summary")
             self._keywords.load((id_, mt, text_of(c, s)) for id_, mt, c, s in rows)
         return [ScoredId(id_, score) for id_, score in self._keywords.search(query, k, memory_type)]
 
@@ -216,7 +270,7 @@ class IndexedSearchMixin:
         Idempotent; never drops an index (in Kuzu 0.11.3 DROP_VECTOR_INDEX leaves the table
         unable to take inserts). Without the extensions nothing is built and the fallbacks serve.
         """
-        wanted = self._use_extensions and self.count_engrams() > threshold
+        wanted = self.use_extensions and self._count() > threshold
         if wanted and not (self._vector_index and self._fulltext_index):
             if not all(self._extensions.values()) and not self._install_tried:
                 self._load_extensions(install=True)
@@ -237,9 +291,9 @@ class IndexedSearchMixin:
                 if getattr(self, attribute) or not able:
                     continue
                 try:
-                    self._ddl(statement)
+                    self.db.ddl(statement)
                     setattr(self, attribute, True)
-                    logger.info("%s: built the %s index at %d engrams", self.path, extension, self._count)
+                    logger.info("%s: built the %s index at %d engrams", self.path, extension, self._count())
                 except StoreError as error:
                     cause = f"{self.backend}:build:{extension}"
                     self._warn_once(cause, "could not build the %s index: %s", extension, error)

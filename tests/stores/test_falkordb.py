@@ -90,13 +90,14 @@ def test_queries_never_contain_the_user_name(falkor, monkeypatch):
     _, _, _, open_store = falkor
     store = open_store("zed-o.neil")
     seen: list[str] = []
-    original = type(store).run
+    connection = store.connection  # every query of the store goes through its connection
+    original = type(connection).run
 
     def spy(self, query, params=None):
         seen.append(query)
         return original(self, query, params)
 
-    monkeypatch.setattr(type(store), "run", spy)
+    monkeypatch.setattr(type(connection), "run", spy)
     _populate(store, "z")
     store.vector_search([1.0] * DIMS, 3)
     store.fulltext_search("note", 3)

@@ -1,0 +1,102 @@
+"""What an openCypher database supplies, and the user-scoped query runner built on it.
+
+A database module (:mod:`.falkordb`, :mod:`.neo4j`) implements :class:`CypherConnection`:
+how a query is sent, how a vector parameter is written, and the index DDL and query
+procedures. Everything else of :class:`~smriti.stores.cypher.CypherGraphStore` is shared
+and reaches the database only through :class:`UserGraph`, which binds ``$user`` to every
+query (the tenant wall every Cypher query keeps, whatever the isolation mode).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from smriti.stores.base import EmbeddingMismatchError
+from smriti.stores.cypher.rows import floats
+
+
+class CypherConnection(ABC):
+    """The hooks of one openCypher database.
+
+    Attributes:
+        backend: short backend name ("falkordb", "neo4j").
+        location: where the data lives, for stats and logs (never with a password).
+    """
+
+    backend: str
+    location: str
+
+    @abstractmethod
+    def run(self, query: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Run one parameterised query and return its rows as dicts keyed by column name."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release what this connection owns (a client handed in stays open)."""
+
+    @abstractmethod
+    def ensure_schema(self) -> None:
+        """Create the exact-match indexes and unique keys; idempotent."""
+
+    def vector_literal(self, param: str) -> str:
+        """Cypher expression turning parameter ``param`` (a list of floats or null) into a vector."""
+        return f"${param}"
+
+    @abstractmethod
+    def index_state(self) -> dict[str, bool]:
+        """Which of the ``vector`` and ``fulltext`` indexes exist and answer queries."""
+
+    @abstractmethod
+    def index_create(self, kind: str, dims: int) -> None:
+        """Create the ``vector`` (of ``dims``) or ``fulltext`` index, idempotently."""
+
+    @abstractmethod
+    def index_vector_call(self) -> tuple[str, Callable[[float], float]]:
+        """(``CALL ... YIELD node, score`` using ``$k`` and ``$q``, score -> cosine function)."""
+
+    @abstractmethod
+    def index_fulltext_call(self, terms: list[str]) -> tuple[str, str]:
+        """(``CALL ... YIELD node, score`` using ``$q``, the value of ``$q`` for these terms)."""
+
+
+class UserGraph:
+    """One user's view of a :class:`CypherConnection`: queries with ``$user`` bound.
+
+    Args:
+        connection: the database hooks.
+        user: the validated user name.
+        dims: the embedding dimension; embeddings of another length are refused.
+    """
+
+    def __init__(self, connection: CypherConnection, user: str, dims: int) -> None:
+        self.connection = connection
+        self.user = user
+        self.dims = dims
+
+    @property
+    def backend(self) -> str:
+        return self.connection.backend
+
+    def q(self, query: str, **params: Any) -> list[dict[str, Any]]:
+        """Run ``query`` with ``$user`` always bound to this user."""
+        params["user"] = self.user
+        return self.connection.run(query, params)
+
+    def vector_literal(self, param: str) -> str:
+        return self.connection.vector_literal(param)
+
+    def check_embedding(self, embedding: Sequence[float] | None) -> list[float] | None:
+        """The embedding as plain floats (None stays None).
+
+        Raises:
+            EmbeddingMismatchError: it has another dimension than the store.
+        """
+        values = floats(embedding)
+        if values is not None and len(values) != self.dims:
+            raise EmbeddingMismatchError(
+                f"an embedding of {len(values)} dimensions cannot go into this {self.backend} store of "
+                f"{self.dims} (EMBEDDING_DIMS); use the embedding model the store was written with"
+            )
+        return values
