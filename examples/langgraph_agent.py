@@ -17,13 +17,18 @@ import logging
 import os
 import sys
 import tempfile
+from pathlib import Path
 
 from langchain_core.messages import SystemMessage
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 import smriti
-from smriti.notebook_helpers import agent_chat_model, open_demo_memory
+
+# The scripted stand-in model and the demo settings are the notebooks' helpers (not part of the
+# installed package): borrow them from the folder beside this one.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
+from helpers import agent_chat_model, open_demo_memory
 
 PROMPT = SystemMessage(
     "You are a helpful assistant with long-term memory. Before answering, recall what you know "

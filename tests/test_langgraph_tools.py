@@ -8,8 +8,8 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 import smriti
+from notebooks.helpers import ScriptedChatModel
 from smriti.memory import Memory
-from smriti.notebook_helpers import ScriptedChatModel
 
 
 def _agent(model, tools):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 
 
 def test_there_are_notebooks():
@@ -25,6 +27,11 @@ def test_notebook_executes_without_errors(path, tmp_path, monkeypatch):
     )
     storage = tmp_path / "storage"
     monkeypatch.setenv("STORAGE_LOCATION", str(storage))
+    # The notebooks import their helpers (notebooks/helpers.py) as Jupyter does when started in
+    # that folder; here the kernel runs in tmp_path, so the folder goes on its path instead.
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(NOTEBOOK_DIR), os.environ.get("PYTHONPATH")]))
+    )
     client = NotebookClient(
         notebook, kernel_name="python3", timeout=120, resources={"metadata": {"path": str(tmp_path)}}
     )
