@@ -32,9 +32,9 @@ def validate_store(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[s
 @traced("analyze")
 def analyze(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """LLM analysis (summary, memory_type, typed cues, relations); never fails, falls back offline."""
-    from smriti.providers.analysis import analyze as run_analysis
+    from smriti.providers.analysis import analyze_memory
 
-    analysis, analyzer = run_analysis(runtime.context.llm, state["content"])
+    analysis, analyzer = analyze_memory(runtime.context.llm, state["content"])
     data = analysis.model_dump()
     data["analyzer"] = analyzer
     return {

@@ -93,7 +93,7 @@ def _prompt(template: str, schema: type[BaseModel], content: str) -> str:
     return template.format(schema=json.dumps(schema.model_json_schema()), content=content)
 
 
-def analyze(llm: BaseChatModel | None, content: str) -> tuple[Analysis, str]:
+def analyze_memory(llm: BaseChatModel | None, content: str) -> tuple[Analysis, str]:
     """Analyse a memory; returns the analysis and which analyser produced it ("llm" or "heuristic")."""
     if llm is not None:
         try:
@@ -105,12 +105,12 @@ def analyze(llm: BaseChatModel | None, content: str) -> tuple[Analysis, str]:
             log.warning(
                 "LLM analysis failed (%s: %s); using the heuristic analyser", type(error).__name__, error
             )
-    return heuristic.analyze(content), "heuristic"
+    return heuristic.analyze_offline(content), "heuristic"
 
 
 def parse_query(llm: BaseChatModel | None, query: str) -> ParsedQuery:
     """Parse a recall query into normalised cues, entity hints and an intent."""
-    parsed = heuristic.parse_query(query)
+    parsed = heuristic.parse_query_offline(query)
     if llm is not None:
         try:
             answer = ask_structured(llm, ParsedQuery, _prompt(QUERY_PROMPT, ParsedQuery, query))

@@ -135,7 +135,7 @@ def memory_type(text: str) -> MemoryType:
     return "episodic"
 
 
-def analyze(text: str) -> Analysis:
+def analyze_offline(text: str) -> Analysis:
     return Analysis(
         summary=first_sentence(text),
         memory_type=memory_type(text),
@@ -159,7 +159,7 @@ def query_intent(query: str) -> str:
     return "general"
 
 
-def parse_query(query: str) -> ParsedQuery:
+def parse_query_offline(query: str) -> ParsedQuery:
     """Cues to traverse from (entities and keywords), the entities named, and the intent."""
     cues = extract_cues(query)
     hints = [c.name for c in cues if c.type != "keyword"]

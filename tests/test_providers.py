@@ -59,7 +59,7 @@ def test_hashing_embeddings_are_stable_across_processes():
 
 # ------------------------------------------------------------------------ heuristic analyser
 def test_heuristic_analysis_finds_entities_keywords_relations_and_type():
-    result = heuristic.analyze(
+    result = heuristic.analyze_offline(
         "Yesterday Caroline went to a support group in Boston. The database-engineer uses pgvector."
     )
     names = {c.name: c.type for c in result.cues}
@@ -113,7 +113,7 @@ def test_parse_query_normalises_cues_and_names_entities():
     ids=["plain", "fenced", "prose-and-trailing-comma"],
 )
 def test_llm_analysis_is_repaired_when_almost_json(answer):
-    result, analyzer = analysis.analyze(
+    result, analyzer = analysis.analyze_memory(
         FakeListChatModel(responses=[answer]), "Priya moved search to pgvector"
     )
     assert analyzer == "llm"
@@ -133,7 +133,7 @@ class ExplodingChatModel(FakeListChatModel):
     ids=["not-json", "raises"],
 )
 def test_llm_failure_falls_back_to_the_heuristic(llm, caplog):
-    result, analyzer = analysis.analyze(llm, "Caroline visited Boston last week")
+    result, analyzer = analysis.analyze_memory(llm, "Caroline visited Boston last week")
     assert analyzer == "heuristic"
     assert "Caroline" in [c.name for c in result.cues]
     assert "heuristic" in caplog.text
