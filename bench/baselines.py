@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from smriti.bench.common import stopwatch
+from bench.common import stopwatch
 from smriti.text import search_terms
 
 

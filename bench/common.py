@@ -60,7 +60,7 @@ def data_dir() -> Path:
 def command_line(script: str, argv: Sequence[str] | None) -> str:
     """The command that reproduces this run, from the repository root."""
     args = list(sys.argv[1:] if argv is None else argv)
-    return " ".join([".venv/bin/python", script, *(shlex.quote(a) for a in args)])
+    return " ".join([".venv/bin/python -m", script, *(shlex.quote(a) for a in args)])
 
 
 def bench_settings(storage: Path, **overrides: Any):
@@ -200,8 +200,7 @@ def add_embedder_option(parser: argparse.ArgumentParser) -> None:
 def make_embedder(name: str) -> Any:
     """The offline hashing embedder, or all-MiniLM-L6-v2 (the reference figures' model) in numpy."""
     if name == "minilm":
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from minilm import MiniLMEmbeddings
+        from bench.minilm import MiniLMEmbeddings
 
         return MiniLMEmbeddings()
     from smriti.providers.hashing import HashingEmbeddings

@@ -2,8 +2,8 @@
 
 Run from the repository root::
 
-    .venv/bin/python bench/hotpotqa.py --questions 20               # a quick slice (200 passages)
-    .venv/bin/python bench/hotpotqa.py --embedder minilm            # all 500 questions, 4,925 passages
+    .venv/bin/python -m bench.hotpotqa --questions 20               # a quick slice (200 passages)
+    .venv/bin/python -m bench.hotpotqa --embedder minilm            # all 500 questions, 4,925 passages
 
 Data: ``hotpotqa_500.jsonl`` of the bench data folder (the first 500 HotpotQA dev questions in the
 distractor setting: 10 passages each, 2 of them the gold supporting passages). The passages of
@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from smriti.bench.baselines import BM25Retriever, DenseRetriever, FusionRetriever, rank_with_baselines
-from smriti.bench.common import (
+from bench.baselines import BM25Retriever, DenseRetriever, FusionRetriever, rank_with_baselines
+from bench.common import (
     RecallScores,
     add_embedder_option,
     bench_settings,
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     embedder = make_embedder(args.embedder)
     setup_logging(args.verbose)
-    command = command_line("bench/hotpotqa.py", argv)
+    command = command_line("bench.hotpotqa", argv)
     rows = load_rows(args.questions)
     passages, chunks = pool_passages(rows)
     questions = questions_of(rows)

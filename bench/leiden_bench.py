@@ -2,8 +2,8 @@
 
 Run from the repository root::
 
-    .venv/bin/python bench/leiden_bench.py            # engine at 60, 1k, 10k nodes + Kuzu recluster
-    .venv/bin/python bench/leiden_bench.py --no-db    # engine only
+    .venv/bin/python -m bench.leiden_bench            # engine at 60, 1k, 10k nodes + Kuzu recluster
+    .venv/bin/python -m bench.leiden_bench --no-db    # engine only
 
 Part 1 times ``LeidenEngine.run`` (folding the association list into a graph, Leiden, stable
 labels; no database) for a first run that tunes the resolution and for later runs that
@@ -31,7 +31,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-COMMAND = " ".join([".venv/bin/python bench/leiden_bench.py", *sys.argv[1:]])
+COMMAND = " ".join([".venv/bin/python -m bench.leiden_bench", *sys.argv[1:]])
 logger = logging.getLogger("leiden_bench")
 
 
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     import contextlib
     import io
 
-    from smriti.bench.common import section_preamble, write_section
+    from bench.common import section_preamble, write_section
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=None, help="results file (default bench/RESULTS.md)")
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         code = run(argv)
     text = captured.getvalue()
     print(text, end="")
-    command = " ".join([".venv/bin/python bench/leiden_bench.py", *(sys.argv[1:] if argv is None else argv)])
+    command = " ".join([".venv/bin/python -m bench.leiden_bench", *(sys.argv[1:] if argv is None else argv)])
     body = text.split("\n", 4)[-1]  # drop the run's own command and version lines
     preamble = section_preamble(
         command, "igraph Leiden (default) and leidenalg; Kuzu store, 16-dim fake embedder"

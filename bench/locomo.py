@@ -2,8 +2,8 @@
 
 Run from the repository root::
 
-    .venv/bin/python bench/locomo.py                          # all 5 conversations, 999 questions
-    .venv/bin/python bench/locomo.py --conversations 1 --questions 20   # a quick slice
+    .venv/bin/python -m bench.locomo                          # all 5 conversations, 999 questions
+    .venv/bin/python -m bench.locomo --conversations 1 --questions 20   # a quick slice
 
 Each conversation gets its own store (one user per conversation). Every dialogue turn is
 one memory: content ``"Speaker: text"`` (plus ``[image: caption]`` when the turn shared a
@@ -42,8 +42,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from smriti.bench.baselines import BM25Retriever, DenseRetriever, FusionRetriever, rank_with_baselines
-from smriti.bench.common import (
+from bench.baselines import BM25Retriever, DenseRetriever, FusionRetriever, rank_with_baselines
+from bench.common import (
     RecallScores,
     add_embedder_option,
     bench_settings,
@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     embedder = make_embedder(args.embedder)
     setup_logging(args.verbose)
-    command = command_line("bench/locomo.py", argv)
+    command = command_line("bench.locomo", argv)
     samples = json.loads((data_dir() / "locomo_public.json").read_text())[: args.conversations]
 
     scores, timing = Scores(), defaultdict(list)

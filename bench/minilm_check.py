@@ -10,7 +10,7 @@ No reference implementation can run here, so it is checked against published num
 * invariants: unit norm, padding invariance (alone vs. batched with longer texts), truncation at
   256 tokens, and the erf approximation that the GELU uses.
 
-    .venv/bin/python bench/minilm_check.py [--speed N]   # exits 1 on any failure
+    .venv/bin/python -m bench.minilm_check [--speed N]   # exits 1 on any failure
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATA_ENV, REPO_ROOT
-from minilm import INSTALL_HINT, MiniLMEmbeddings, erf, model_dir
+from bench.common import DATA_ENV, REPO_ROOT
+from bench.minilm import INSTALL_HINT, MiniLMEmbeddings, erf, model_dir
 
 # qdrant/fastembed tests/test_text_onnx_embeddings.py: embedding of "hello world", first 5 values.
 HELLO_WORLD = [-0.034478, 0.03102, 0.00673, 0.02611, -0.039362]

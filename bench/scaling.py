@@ -2,8 +2,8 @@
 
 Run from the repository root::
 
-    .venv/bin/python bench/scaling.py                    # 1k and 10k engrams (~3 minutes on 2 cores)
-    .venv/bin/python bench/scaling.py --sizes 1000 --stores 50 --queries 50
+    .venv/bin/python -m bench.scaling                    # 1k and 10k engrams (~3 minutes on 2 cores)
+    .venv/bin/python -m bench.scaling --sizes 1000 --stores 50 --queries 50
 
 For each size a synthetic corpus (sentences from a dozen templates over ~300 people, places,
 technologies and topics; hashing embeddings) is written straight through
@@ -37,8 +37,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from smriti.bench.baselines import DenseRetriever
-from smriti.bench.common import (
+from bench.baselines import DenseRetriever
+from bench.common import (
     bench_settings,
     command_line,
     latency_summary,
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
-    command = command_line("bench/scaling.py", argv)
+    command = command_line("bench.scaling", argv)
     timing: dict[str, list] = defaultdict(list)
     infos = []
     started = time.perf_counter()

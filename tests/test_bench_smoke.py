@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from smriti.bench.common import data_dir, write_section
+from bench.common import data_dir, write_section
 
 
 def _has_locomo() -> bool:
@@ -39,7 +39,7 @@ def test_write_section_replaces_only_its_own(tmp_path):
 
 @pytest.mark.skipif(not _has_locomo(), reason="LoCoMo data not found (set SMRITI_BENCH_DATA)")
 def test_locomo_slice(tmp_path):
-    from smriti.bench import locomo
+    from bench import locomo
 
     results = tmp_path / "RESULTS.md"
     out = locomo.main(
@@ -61,7 +61,7 @@ def test_locomo_slice(tmp_path):
 
 @pytest.mark.skipif(not _has_hotpotqa(), reason="HotpotQA data not found (set SMRITI_BENCH_DATA)")
 def test_hotpotqa_slice(tmp_path):
-    from smriti.bench import hotpotqa
+    from bench import hotpotqa
 
     results = tmp_path / "RESULTS.md"
     out = hotpotqa.main(["--questions", "4", "--results", str(results)])
@@ -80,7 +80,7 @@ def test_hotpotqa_slice(tmp_path):
 
 
 def test_normalise_evidence():
-    from smriti.bench.locomo import normalise_evidence
+    from bench.locomo import normalise_evidence
 
     assert normalise_evidence(["D8:6; D9:17", "D:11:26", "D30:05", "D"]) == [
         "D8:6",
@@ -91,7 +91,7 @@ def test_normalise_evidence():
 
 
 def test_scaling_slice(tmp_path):
-    from smriti.bench import scaling
+    from bench import scaling
 
     results = tmp_path / "RESULTS.md"
     out = scaling.main(["--sizes", "100", "--stores", "2", "--queries", "2", "--results", str(results)])
@@ -103,7 +103,7 @@ def test_scaling_slice(tmp_path):
 
 
 def test_leiden_slice(tmp_path):
-    from smriti.bench import leiden_bench
+    from bench import leiden_bench
 
     results = tmp_path / "RESULTS.md"
     assert leiden_bench.main(["--sizes", "60", "--db-sizes", "60", "--results", str(results)]) == 0
