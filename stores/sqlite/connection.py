@@ -68,6 +68,7 @@ class Database:
         self._after_commit: list[Callable[[], None]] = []
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()  # not self.lock: a reader must never wait for a writer
         self._lock_file = self._take_file_lock()
         try:
             self._writer = self._connect()
@@ -128,7 +129,7 @@ class Database:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._connect()
-            with self.lock:
+            with self._readers_lock:
                 self._readers.append(conn)
             self._local.conn = conn
         return conn
@@ -220,10 +221,11 @@ class Database:
             if self._closed:
                 return
             self._closed = True
-            for conn in self._readers:
-                with suppress(sqlite3.Error):
-                    conn.close()
-            self._readers.clear()
+            with self._readers_lock:
+                for conn in self._readers:
+                    with suppress(sqlite3.Error):
+                        conn.close()
+                self._readers.clear()
             with suppress(sqlite3.Error):
                 # A clean close checkpoints the WAL into the main file and removes it.
                 self._writer.close()
