@@ -75,7 +75,7 @@ def make_store(settings: Settings, user: str | None = None) -> GraphStore:
         UnsafeUserError: the user name cannot be used safely.
         StoreError: the backend could not be opened (locked, unreachable, missing extra).
     """
-    name = settings.db_type
+    name: str = settings.db_type
     if name not in _REGISTRY and name != "auto":
         raise ValueError(f"unknown DB_TYPE {name!r}; choose one of {', '.join(available_backends())}")
     user = validate_user_name(user if user is not None else settings.accessing_user)
