@@ -8,8 +8,8 @@ nothing prints a traceback. Results go to stdout (``--json`` for scripts); notic
 progress and errors go to stderr, so ``smriti export > file`` and ``smriti context``
 in a hook stay clean.
 
-An embedded database (Kuzu) admits one writing process: while ``smriti-mcp`` runs for
-the same user, the CLI reports the store as locked; use the MCP tools instead.
+An embedded store (SQLite or Kuzu) is opened by one process: while ``smriti-mcp`` runs for
+the same user, the CLI reports the store as locked; use the MCP tools (or ``--server``) instead.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """CLI commands answered by a running ``smriti-mcp --transport streamable-http`` server.
 
-An embedded database admits one process: while the server holds a user's Kuzu file, a hook
+An embedded database admits one process: while the server holds a user's SQLite or Kuzu file, a hook
 that runs ``smriti context`` would find it locked. With ``--server URL`` the CLI asks the
 running server through its MCP tools instead of opening the database itself.
 """

@@ -40,7 +40,10 @@ class Settings(BaseSettings):
     # --- core ---------------------------------------------------------------------------
     accessing_user: str = Field(default_factory=_default_user, description="User whose memory is opened")
     storage_location: Path = Field(default=Path("~/.smriti"), description="Root folder of embedded stores")
-    db_type: Literal["kuzu", "ladybug", "neo4j", "falkordb"] = "kuzu"
+    db_type: Literal["auto", "sqlite", "kuzu", "ladybug", "neo4j", "falkordb"] = Field(
+        default="auto",
+        description="auto: sqlite, or kuzu for a user folder that holds only a Kuzu store (memory.kuzu)",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     # --- models ---------------------------------------------------------------------------

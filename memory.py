@@ -69,7 +69,11 @@ class Memory:
         }
         if created_at is not None:
             payload["created_at"] = created_at.isoformat()
-        return self.store_graph.invoke(payload, context=self.context)
+        # Atomic: the pipeline's nodes run in this thread (the graph is linear), so every
+        # write they make joins this one transaction; a failure anywhere rolls all of it back,
+        # and a killed process leaves the whole memory or none (on a transactional store).
+        with self.context.write_lock, self.context.store.transaction():
+            return self.store_graph.invoke(payload, context=self.context)
 
     def forget(self, memory_id: str) -> dict[str, Any]:
         """Delete one memory of this user.

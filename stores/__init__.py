@@ -7,6 +7,8 @@ and an unknown ``DB_TYPE`` fails loudly instead of falling back to something els
 from __future__ import annotations
 
 import importlib
+import logging
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from smriti.stores.base import (
@@ -34,11 +36,35 @@ _REGISTRY: dict[str, str] = {
     "ladybug": "smriti.stores.kuzu:open_ladybug",
     "falkordb": "smriti.stores.cypher.falkordb:open_falkordb",
     "neo4j": "smriti.stores.cypher.neo4j:open_neo4j",
+    "sqlite": "smriti.stores.sqlite:open_sqlite",
 }
 
 
+logger = logging.getLogger(__name__)
+_told_to_move: set[Path] = set()  # user folders already told how to move from Kuzu
+
+
 def available_backends() -> list[str]:
-    return sorted(_REGISTRY)
+    return sorted(["auto", *_REGISTRY])
+
+
+def resolve_auto(settings: Settings, user: str) -> str:
+    """What ``DB_TYPE=auto`` opens for ``user``: ``sqlite``, unless the user folder holds a
+    Kuzu store (``memory.kuzu``) and no ``memory.sqlite`` (a store made before SQLite became
+    the default): then ``kuzu``, with a notice on stderr, once per folder, on how to move."""
+    folder = Path(settings.storage_location).expanduser() / user
+    if (folder / "memory.kuzu").exists() and not (folder / "memory.sqlite").exists():
+        if folder not in _told_to_move:
+            _told_to_move.add(folder)
+            logger.warning(
+                "%s holds a Kuzu store (memory.kuzu): opening it with Kuzu. SQLite is the default "
+                "embedded store now; to move: `DB_TYPE=kuzu smriti export memories.jsonl`, then "
+                "`DB_TYPE=sqlite smriti import memories.jsonl`, then move memory.kuzu aside "
+                "(or set DB_TYPE=kuzu to keep Kuzu and silence this notice)",
+                folder,
+            )
+        return "kuzu"
+    return "sqlite"
 
 
 def make_store(settings: Settings, user: str | None = None) -> GraphStore:
@@ -49,10 +75,12 @@ def make_store(settings: Settings, user: str | None = None) -> GraphStore:
         UnsafeUserError: the user name cannot be used safely.
         StoreError: the backend could not be opened (locked, unreachable, missing extra).
     """
-    name = settings.db_type
-    if name not in _REGISTRY:
+    name: str = settings.db_type
+    if name not in _REGISTRY and name != "auto":
         raise ValueError(f"unknown DB_TYPE {name!r}; choose one of {', '.join(available_backends())}")
     user = validate_user_name(user if user is not None else settings.accessing_user)
+    if name == "auto":
+        name = resolve_auto(settings, user)
     module_name, factory_name = _REGISTRY[name].split(":")
     try:
         module = importlib.import_module(module_name)
@@ -79,5 +107,6 @@ __all__ = [
     "UnsafeUserError",
     "available_backends",
     "make_store",
+    "resolve_auto",
     "validate_user_name",
 ]

@@ -15,6 +15,7 @@ import re
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -267,6 +268,13 @@ class GraphStore(Protocol):
 
     # -- lifecycle ------------------------------------------------------------------------
     def close(self) -> None: ...
+    def transaction(self) -> AbstractContextManager[None]:
+        """Writes made inside commit together or not at all; nested uses join the outer one.
+
+        A backend without multi-statement transactions returns a no-op context (the
+        :class:`StoreBase` default): its writes then commit one by one, as before.
+        """
+        ...
 
     # -- key/value metadata (embedding model and dims, Leiden cache, index state) ---------
     def get_meta(self, key: str) -> str | None: ...
@@ -430,6 +438,10 @@ class StoreBase(ABC):
     def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None: ...
     @abstractmethod
     def associate_many(self, associations: Sequence[Association]) -> None: ...
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """No multi-statement transactions here: each write commits by itself."""
+        return nullcontext()
 
     def get_engram(self, engram_id: str) -> Engram | None:
         found = self.get_engrams([engram_id])

@@ -76,7 +76,7 @@ class KeywordEmbeddings:
 
 @pytest.fixture
 def make_context(settings):
-    """Build a MemoryContext on a real Kuzu store.
+    """Build a MemoryContext on a real store of the default backend (DB_TYPE=auto: SQLite).
 
     Usage: ``make_context(embedder=..., llm=..., **setting_overrides)``.
     """

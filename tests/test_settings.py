@@ -10,7 +10,7 @@ from smriti.config import SettingsError, load_settings
 
 ORIGINAL_DEFAULTS = {
     "storage_location": Path("~/.smriti").expanduser(),
-    "db_type": "kuzu",
+    "db_type": "auto",  # sqlite, or kuzu for a folder that holds only a Kuzu store
     "llm_model": "gpt-4o-mini",
     "embedding_model": "text-embedding-3-small",
     "embedding_dims": 1536,
@@ -58,7 +58,7 @@ def test_embedding_key_falls_back_to_llm_key(monkeypatch):
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
-        ("DB_TYPE", "sqlite"),
+        ("DB_TYPE", "postgres"),  # sqlite became a backend (the default)
         ("EMBEDDING_DIMS", "many"),
         ("CONSOLIDATION_INTERVAL", "-5"),
         ("MEMORY_FABRIC_DEDUP_THRESHOLD", "1.5"),

@@ -2,6 +2,7 @@
 
 Every test parametrised over ``backend`` runs against:
 
+* ``sqlite``: the embedded default, a file per user under the test's tmp_path;
 * ``kuzu`` and ``ladybug``: embedded files under the test's tmp_path (an import error of
   ``smriti.stores.kuzu`` fails these tests; only the two engines' native clash skips one);
 * ``falkordb-tenant`` and ``falkordb-graph``: falkordblite's embedded server, the client
@@ -41,6 +42,7 @@ DIMS = 16
 LADYBUG_CHILD_ENV = "SMRITI_TEST_LADYBUG"
 
 BACKENDS = [
+    "sqlite",
     "kuzu",
     *(["ladybug"] if os.environ.get(LADYBUG_CHILD_ENV) == "1" else []),
     "falkordb-tenant",
@@ -137,6 +139,18 @@ def _kuzu_backend(name: str, settings: Settings) -> Backend:
     return Backend(name, cfg, factory, snapshot=listing)
 
 
+def _sqlite_backend(settings: Settings) -> Backend:
+    from smriti.stores.sqlite import open_sqlite
+
+    cfg = settings.model_copy(update={"db_type": "sqlite"})
+    root: Path = cfg.storage_location
+
+    def listing() -> list[str]:
+        return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
+
+    return Backend("sqlite", cfg, open_sqlite, snapshot=listing)
+
+
 def _falkor_backend(name: str, settings: Settings, server: tuple[Any, int]) -> Backend:
     from smriti.stores import make_store
     from smriti.stores.cypher.falkordb import open_falkordb
@@ -217,7 +231,9 @@ def backend(request: pytest.FixtureRequest, settings: Settings) -> Iterator[Back
     """Every backend in turn, with DIMS-dimensional embeddings; closed and cleaned up after."""
     name = request.param
     base = settings.model_copy(update={"embedding_dims": DIMS})
-    if name in ("kuzu", "ladybug"):
+    if name == "sqlite":
+        chosen = _sqlite_backend(base)
+    elif name in ("kuzu", "ladybug"):
         chosen = _kuzu_backend(name, base)
     elif name.startswith("falkordb"):
         chosen = _falkor_backend(name, base, request.getfixturevalue("falkor_server"))

@@ -1,4 +1,4 @@
-"""`smriti export` on Kuzu, `smriti import` on FalkorDB over TCP: the memory moves intact."""
+"""`smriti export` on Kuzu, `smriti import` on FalkorDB over TCP or on SQLite: the memory moves intact."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def _comparable(export_text: str) -> dict[str, list[str]]:
 def test_export_from_kuzu_import_into_falkordb_over_tcp(tmp_path, falkor_server):
     client, port = falkor_server
     graph = f"smriti_move_{uuid.uuid4().hex[:8]}"
-    kuzu = _env(tmp_path)
+    kuzu = _env(tmp_path, DB_TYPE="kuzu")
     falkor = _env(tmp_path, DB_TYPE="falkordb", FALKOR_ADDR=f"127.0.0.1:{port}", FALKOR_GRAPH=graph)
     try:
         for content in MEMORIES:
@@ -74,3 +74,26 @@ def test_export_from_kuzu_import_into_falkordb_over_tcp(tmp_path, falkor_server)
         for name in client.list_graphs():
             if graph in name:
                 client.select_graph(name).delete()
+
+
+def test_export_from_kuzu_import_into_sqlite_the_move_auto_suggests(tmp_path):
+    kuzu = _env(tmp_path, DB_TYPE="kuzu")
+    auto = _env(tmp_path)  # DB_TYPE=auto: Kuzu while only memory.kuzu exists
+    for content in MEMORIES:
+        _run(kuzu, "store", content, "--json")
+    _run(kuzu, "consolidate", "--json")
+    assert json.loads(_run(auto, "stats", "--json"))["backend"] == "kuzu"
+    dump = tmp_path / "alice.jsonl"
+    _run(kuzu, "export", str(dump))
+
+    sqlite = _env(tmp_path, DB_TYPE="sqlite")
+    assert "imported" in _run(sqlite, "import", str(dump))
+    moved = _comparable(_run(sqlite, "export"))
+    original = _comparable(dump.read_text())
+    for kind in original:
+        diff = set(moved.get(kind, [])) ^ set(original[kind])
+        assert not diff, (kind, sorted(diff)[:2])
+    # Now that memory.sqlite exists, auto opens it.
+    stats = json.loads(_run(auto, "stats", "--json"))
+    assert (stats["backend"], stats["engrams"]) == ("sqlite", len(MEMORIES))
+    assert json.loads(_run(auto, "recall", "pgvector Atlas", "--json"))["results"]

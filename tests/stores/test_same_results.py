@@ -1,10 +1,11 @@
 """Same corpus, same fake embedder, same clock: the recall pipeline ranks identically everywhere.
 
-The corpus is stored once through the store pipeline on Kuzu (the default), exported as
-JSON Lines and imported into the server backend, which also shows a store moves between
-backends intact. Then the same queries run through the full recall graph on both, and the
-ids, their order and their scores must agree. Recall reinforces what it returns, so the
-queries run in the same order on both and later queries see the same reinforced state.
+The corpus is stored once through the store pipeline on Kuzu (the reference), exported as
+JSON Lines and imported into the other backend (SQLite, the embedded default, or a
+server), which also shows a store moves between backends intact. Then the same queries
+run through the full recall graph on both, and the ids, their order and their scores
+must agree. Recall reinforces what it returns, so the queries run in the same order on
+both and later queries see the same reinforced state.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def _ranking(memory: Memory) -> list[list[tuple[str, float]]]:
 
 @pytest.mark.parametrize(
     "backend",
-    ["falkordb-tenant", "falkordb-graph", pytest.param("neo4j-tenant", marks=pytest.mark.neo4j)],
+    ["sqlite", "falkordb-tenant", "falkordb-graph", pytest.param("neo4j-tenant", marks=pytest.mark.neo4j)],
     indirect=True,
 )
 def test_recall_ranks_identically_on_kuzu_and_the_server_backend(

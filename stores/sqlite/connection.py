@@ -1,0 +1,232 @@
+"""The SQLite file of one user: a writer connection, per-thread readers, transactions, the lock.
+
+Why two kinds of connection: in WAL mode readers never block the writer nor see its
+uncommitted rows. Every write goes through the one writer connection inside a transaction
+(``BEGIN IMMEDIATE`` takes SQLite's write lock up front, so a transaction never fails half
+way on a lock upgrade); reads made outside a transaction use a connection of the calling
+thread, so a recall running while a memory is being stored sees the store before or after
+it, never half of it. Reads made *inside* a transaction by the thread that holds it use the
+writer connection, so a pipeline sees what it has written so far.
+
+One process per file, as with Kuzu: a ``flock`` on ``memory.sqlite.lock`` makes a second
+server fail fast. SQLite itself would allow it, but the in-memory vector cache beside the
+file is only correct while this process is the only writer.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from smriti.stores.base import StoreError
+
+try:  # POSIX only; elsewhere the single-process rule is the user's to keep
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+DEFAULT_BUSY_TIMEOUT = 10.0  # seconds a statement waits for another connection's lock
+
+Params = Sequence[Any] | dict[str, Any]
+
+
+def written[F: Callable[..., Any]](method: F) -> F:
+    """Run a method in a write transaction of ``self.db`` (joining the caller's if any)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self.db.transaction():
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class Database:
+    """One user's ``memory.sqlite``.
+
+    Args:
+        path: the database file.
+        user: whose file this is (for messages).
+        busy_timeout: seconds to wait on a lock held by another connection.
+
+    Raises:
+        StoreError: the file is held by another process, or cannot be opened.
+    """
+
+    def __init__(self, path: Path, *, user: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
+        self.path, self.user, self.busy_timeout = path, user, busy_timeout
+        self.lock = threading.RLock()  # held for a whole transaction by its thread
+        self._closed = True
+        self._depth = 0
+        self._owner: int | None = None
+        self._after_commit: list[Callable[[], None]] = []
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()  # not self.lock: a reader must never wait for a writer
+        self._lock_file = self._take_file_lock()
+        try:
+            self._writer = self._connect()
+            # WAL is a property of the file (kept once set); NORMAL syncs at checkpoints only:
+            # a committed transaction survives a process crash, the last ones may not survive
+            # a power cut.
+            self._writer.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.Error as error:
+            self._release_file_lock()
+            raise StoreError(f"cannot open {path}: {error}") from error
+        self._closed = False
+
+    # -- files and connections -----------------------------------------------------------------
+    def _take_file_lock(self) -> int | None:
+        if fcntl is None:
+            return None
+        fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            os.close(fd)
+            raise StoreError(
+                f"{self.path.name} is locked by another process (is another smriti server running "
+                f"for user {self.user!r}?): {self.path}"
+            ) from error
+        return fd
+
+    def _release_file_lock(self) -> None:
+        if self._lock_file is not None:
+            os.close(self._lock_file)  # closing the descriptor drops the flock
+            self._lock_file = None
+
+    def _connect(self) -> sqlite3.Connection:
+        # isolation_level=None: the sqlite3 module never opens transactions behind our back;
+        # check_same_thread=False: the writer serves whichever thread holds the lock, and
+        # close() may close a reader made by another thread.
+        conn = sqlite3.connect(
+            self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        return conn
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the sqlite store of {self.user!r} is closed")
+
+    def _reader(self) -> sqlite3.Connection:
+        """The connection a read of this thread uses (see the module docstring)."""
+        self._check_open()
+        if self._depth and self._owner == threading.get_ident():
+            return self._writer
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            with self._readers_lock:
+                self._readers.append(conn)
+            self._local.conn = conn
+        return conn
+
+    # -- statements ----------------------------------------------------------------------------
+    def read(self, sql: str, params: Params = ()) -> list[Any]:
+        """All rows of one parameterised query, from a committed snapshot (or, inside a
+        transaction, from the writer's own view)."""
+        try:
+            return self._reader().execute(sql, params).fetchall()
+        except sqlite3.Error as error:
+            raise StoreError(f"sqlite query failed: {error}") from error
+
+    def write(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
+        """One statement on the writer; must run inside :meth:`transaction`."""
+        self._in_transaction()
+        try:
+            return self._writer.execute(sql, params)
+        except sqlite3.Error as error:
+            raise StoreError(f"sqlite write failed: {error}") from error
+
+    def write_many(self, sql: str, rows: Iterable[Params]) -> int:
+        """``executemany`` on the writer inside :meth:`transaction`; returns the rows changed."""
+        self._in_transaction()
+        try:
+            return self._writer.executemany(sql, rows).rowcount
+        except sqlite3.Error as error:
+            raise StoreError(f"sqlite write failed: {error}") from error
+
+    def _in_transaction(self) -> None:
+        self._check_open()
+        if not self._depth or self._owner != threading.get_ident():
+            raise StoreError("internal error: a write outside Database.transaction()")
+
+    def after_commit(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` once the current transaction commits (dropped if it rolls back).
+
+        The in-memory caches follow committed data only: a search running in another
+        thread never finds a memory whose store may still fail.
+        """
+        self._in_transaction()
+        self._after_commit.append(hook)
+
+    # -- transactions --------------------------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any exception); nested uses join
+        the outermost one. The lock is held throughout, so other threads' writes wait."""
+        with self.lock:
+            self._check_open()
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            try:
+                self._writer.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as error:
+                raise StoreError(f"cannot start a transaction on {self.path}: {error}") from error
+            self._depth, self._owner = 1, threading.get_ident()
+            try:
+                yield
+                self._writer.execute("COMMIT")
+            except BaseException as error:
+                # SQLite may already have rolled back by itself (a full disk, say).
+                with suppress(sqlite3.Error):
+                    if self._writer.in_transaction:
+                        self._writer.execute("ROLLBACK")
+                self._after_commit.clear()
+                if isinstance(error, sqlite3.Error):
+                    raise StoreError(f"sqlite commit failed: {error}") from error
+                raise
+            finally:
+                self._depth, self._owner = 0, None
+            hooks, self._after_commit = self._after_commit, []
+            for hook in hooks:
+                hook()
+
+    @property
+    def in_transaction(self) -> bool:
+        """True when the calling thread is inside :meth:`transaction`."""
+        return bool(self._depth) and self._owner == threading.get_ident()
+
+    def close(self) -> None:
+        """Close every connection and release the file; calling it again does nothing."""
+        with self.lock:
+            if self._closed:
+                return
+            self._closed = True
+            with self._readers_lock:
+                for conn in self._readers:
+                    with suppress(sqlite3.Error):
+                        conn.close()
+                self._readers.clear()
+            with suppress(sqlite3.Error):
+                # A clean close checkpoints the WAL into the main file and removes it.
+                self._writer.close()
+            self._release_file_lock()

@@ -1,0 +1,186 @@
+"""The engram table of the SQLite store: :class:`EngramTable`.
+
+Every write keeps the FTS5 row of the engram in step in the same transaction, and tells the
+search index (through ``on_change``) what to do to its caches once the transaction commits.
+Id lists travel as one JSON parameter (``IN (SELECT value FROM json_each(?))``): one
+statement, any length, never text built from input.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from smriti.stores.base import UPDATABLE_FIELDS, Engram, EngramState, StoreError
+from smriti.stores.sqlite import schema
+from smriti.stores.sqlite.connection import Database, written
+from smriti.stores.sqlite.schema import ENGRAM_SELECT, from_db, fts_terms, to_db
+
+IDS = "(SELECT value FROM json_each(?))"
+
+
+def id_list(ids: Sequence[str]) -> str:
+    """An id list as the one JSON parameter of :data:`IDS`, duplicates dropped."""
+    return json.dumps(list(dict.fromkeys(ids)))
+
+
+class CacheListener(Protocol):
+    """What the search index wants to hear about committed engram changes."""
+
+    def added(self, engram_id: str, memory_type: str, embedding: Sequence[float] | None) -> None: ...
+    def removed(self, engram_id: str) -> None: ...
+    def retyped(self, engram_id: str, memory_type: str) -> None: ...
+
+
+class EngramTable:
+    """Engram reads and writes.
+
+    Args:
+        db: the store's database.
+        caches: told about each change after it commits.
+        dims: the embedding dimension.
+    """
+
+    def __init__(self, db: Database, caches: CacheListener, dims: int) -> None:
+        self.db, self.caches, self.dims = db, caches, dims
+
+    @written
+    def create(self, engram: Engram) -> None:
+        """Insert a new engram and its FTS row; an existing id raises StoreError."""
+        schema.check_dims(engram.embedding, self.dims, f"the embedding of engram {engram.id}")
+        try:
+            rowid = self.db.write(schema.INSERT_ENGRAM, schema.engram_params(engram)).lastrowid
+        except StoreError as error:
+            raise StoreError(f"cannot create engram {engram.id!r}: {error.__cause__ or error}") from error
+        self.db.write(
+            "INSERT INTO engram_fts (rowid, terms) VALUES (?, ?)",
+            (rowid, fts_terms(engram.content, engram.summary)),
+        )
+        id_, memory_type, embedding = engram.id, engram.memory_type, engram.embedding
+        self.db.after_commit(lambda: self.caches.added(id_, memory_type, embedding))
+
+    def get(self, ids: Sequence[str]) -> list[Engram]:
+        if not ids:
+            return []
+        rows = self.db.read(f"SELECT {ENGRAM_SELECT} FROM engram e WHERE e.id IN {IDS}", (id_list(ids),))
+        found = {row[0]: schema.engram_from_row(row) for row in rows}
+        return [found[i] for i in ids if i in found]
+
+    def cluster_ids(self, ids: Sequence[str]) -> dict[str, int]:
+        if not ids:
+            return {}
+        rows = self.db.read(f"SELECT id, cluster_id FROM engram WHERE id IN {IDS}", (id_list(ids),))
+        return {id_: int(cluster) for id_, cluster in rows}
+
+    @written
+    def update(self, updates: Mapping[str, Mapping[str, Any]]) -> int:
+        """One ``executemany`` per distinct set of field names.
+
+        Raises:
+            ValueError: a field outside UPDATABLE_FIELDS, or a None value (nothing is written).
+        """
+        groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
+        for engram_id, fields in updates.items():
+            unknown = set(fields) - UPDATABLE_FIELDS
+            if unknown:
+                allowed = ", ".join(sorted(UPDATABLE_FIELDS))
+                raise ValueError(f"cannot update {', '.join(sorted(unknown))}; allowed: {allowed}")
+            if any(value is None for value in fields.values()):
+                raise ValueError(f"None is not a value for engram fields: {dict(fields)}")
+            if fields:
+                names = tuple(sorted(fields))
+                row = (*(schema.coerce_field(name, fields[name]) for name in names), engram_id)
+                groups.setdefault(names, []).append(row)
+        changed = 0
+        retexted: list[str] = []
+        for names, rows in groups.items():
+            # Column names come from UPDATABLE_FIELDS (checked above), never from the caller's text.
+            sets = ", ".join(f"{name} = ?" for name in names)
+            changed += self.db.write_many(f"UPDATE engram SET {sets} WHERE id = ?", rows)
+            if {"content", "summary", "memory_type"} & set(names):
+                retexted += [row[-1] for row in rows]
+        if retexted:
+            rows = self.db.read(
+                f"SELECT rowid, id, memory_type, content, summary FROM engram WHERE id IN {IDS}",
+                (id_list(retexted),),
+            )
+            self.db.write_many(
+                "UPDATE engram_fts SET terms = ? WHERE rowid = ?",
+                [(fts_terms(content, summary), rowid) for rowid, _, _, content, summary in rows],
+            )
+            types = [(id_, memory_type) for _, id_, memory_type, _, _ in rows]
+
+            def retype() -> None:
+                for id_, memory_type in types:
+                    self.caches.retyped(id_, memory_type)
+
+            self.db.after_commit(retype)
+        return changed
+
+    @written
+    def reinforce(self, ids: Sequence[str], at: datetime, boost: float) -> dict[str, tuple[int, float]]:
+        """One UPDATE computing the new values from the stored ones (two recalls both count)."""
+        if not ids:
+            return {}
+        rows = self.db.write(
+            "UPDATE engram SET access_count = access_count + 1, last_accessed_at = ?, "
+            f"decay_factor = min(1.0, decay_factor + ?) WHERE id IN {IDS} "
+            "RETURNING id, access_count, decay_factor",
+            (to_db(at), float(boost), id_list(ids)),
+        ).fetchall()
+        return {id_: (int(count), float(decay)) for id_, count, decay in rows}
+
+    @written
+    def delete(self, engram_id: str) -> bool:
+        """Delete the engram, its edges (cascade), its FTS row and the RelatesTo facts it recorded."""
+        found = self.db.read("SELECT rowid FROM engram WHERE id = ?", (engram_id,))
+        if not found:
+            return False
+        rowid = found[0][0]
+        self.db.write("DELETE FROM engram WHERE rowid = ?", (rowid,))
+        self.db.write("DELETE FROM engram_fts WHERE rowid = ?", (rowid,))
+        # A forgotten memory takes the facts it asserted with it.
+        self.db.write("DELETE FROM relates_to WHERE engram_id = ?", (engram_id,))
+        self.db.after_commit(lambda: self.caches.removed(engram_id))
+        return True
+
+    def recent(self, limit: int, memory_type: str | None = None) -> list[Engram]:
+        if limit <= 0:
+            return []
+        where, params = ("WHERE e.memory_type = ? ", [memory_type]) if memory_type is not None else ("", [])
+        rows = self.db.read(
+            f"SELECT {ENGRAM_SELECT} FROM engram e {where}"
+            "ORDER BY e.last_accessed_at DESC, e.created_at DESC, e.id LIMIT ?",
+            (*params, limit),
+        )
+        return [schema.engram_from_row(row) for row in rows]
+
+    def states(self) -> list[EngramState]:
+        rows = self.db.read(
+            "SELECT id, importance, access_count, created_at, last_accessed_at, decay_factor, cluster_id "
+            "FROM engram ORDER BY id"
+        )
+        states = []
+        for id_, importance, access_count, created, accessed, decay, cluster in rows:
+            created_at = from_db(created)
+            states.append(
+                EngramState(
+                    id_,
+                    float(importance),
+                    int(access_count),
+                    created_at,
+                    from_db(accessed, created_at),
+                    float(decay),
+                    int(cluster),
+                )
+            )
+        return states
+
+    def count(self) -> int:
+        return int(self.db.read("SELECT count(*) FROM engram")[0][0])
+
+    def embeddings(self) -> list[tuple[str, str, bytes]]:
+        """(id, memory_type, float32 blob) of every engram with an embedding (the cache's load)."""
+        return self.db.read("SELECT id, memory_type, embedding FROM engram WHERE embedding IS NOT NULL")

@@ -1,0 +1,237 @@
+"""Cues and edges of the SQLite store: :class:`Graph`, the reads and batch writes.
+
+Semantics are the protocol's (see :mod:`smriti.stores.base`): cues unique by normalised
+name, symmetric CoOccurs and AssociatedWith stored as one row per unordered pair (an
+existing row in either direction is the one updated), self-edges ignored, a missing end a
+no-op. Each batch write is a few ``executemany`` statements in one transaction; ends are
+found by their unique ``id``/``name`` indexes inside the statement, so no name -> id map
+has to live in memory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+
+from smriti.stores.base import (
+    Association,
+    Cue,
+    CueHit,
+    Relation,
+    checked_cue_name,
+    checked_relation,
+    merge_associations,
+    merge_cooccurrences,
+    new_id,
+    normalise_cue_name,
+)
+from smriti.stores.sqlite import schema
+from smriti.stores.sqlite.connection import Database, written
+from smriti.stores.sqlite.engrams import IDS, id_list
+from smriti.stores.sqlite.schema import CUE_SELECT, from_db, to_blob, to_db
+
+ENGRAM_ROWID = "(SELECT rowid FROM engram WHERE id = ?)"
+CUE_ROWID = "(SELECT rowid FROM cue WHERE name = ?)"
+
+
+class Graph:
+    """Cue, relation and association reads and writes.
+
+    Args:
+        db: the store's database.
+        dims: the embedding dimension of cue embeddings.
+    """
+
+    def __init__(self, db: Database, dims: int) -> None:
+        self.db, self.dims = db, dims
+
+    # -- cues ------------------------------------------------------------------------------------
+    def _cues_by_name(self, names: Iterable[str]) -> dict[str, Cue]:
+        rows = self.db.read(
+            f"SELECT {CUE_SELECT} FROM cue c WHERE c.name IN {IDS}", (json.dumps(list(names)),)
+        )
+        return {row[1]: schema.cue_from_row(row) for row in rows}
+
+    def _ensure_cues(self, names: Iterable[str], cue_type: str = "keyword") -> None:
+        """Create the cues of these (normalised) names that do not exist yet."""
+        self.db.write_many(
+            "INSERT INTO cue (id, name, cue_type) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            [(new_id(), name, cue_type) for name in sorted(set(names))],
+        )
+
+    @written
+    def upsert_cues(self, cues: Sequence[Cue]) -> list[Cue]:
+        """Insert by normalised name, or take the stored cue of that name unchanged.
+
+        Raises:
+            ValueError: an empty cue name. EmbeddingMismatchError: a cue embedding of another size.
+        """
+        names = [checked_cue_name(cue.name) for cue in cues]
+        wanted: dict[str, Cue] = {}
+        for name, cue in zip(names, cues, strict=True):
+            if name not in wanted:
+                schema.check_dims(cue.embedding, self.dims, f"the embedding of cue {name!r}")
+                wanted[name] = cue
+        if not wanted:
+            return []
+        self.db.write_many(
+            "INSERT INTO cue (id, name, cue_type, embedding) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [(c.id, name, c.cue_type, to_blob(c.embedding)) for name, c in wanted.items()],
+        )
+        stored = self._cues_by_name(wanted)
+        missing = [name for name in wanted if name not in stored]
+        if missing:  # the given id belongs to a cue of another name: take a fresh one
+            self.db.write_many(
+                "INSERT INTO cue (id, name, cue_type, embedding) VALUES (?, ?, ?, ?)",
+                [(new_id(), n, wanted[n].cue_type, to_blob(wanted[n].embedding)) for n in missing],
+            )
+            stored |= self._cues_by_name(missing)
+        return [stored[name] for name in names]
+
+    @written
+    def link_cue_ids(self, engram_id: str, cue_ids: Sequence[str]) -> None:
+        """EncodedBy edges, idempotent; a missing engram or cue is skipped."""
+        self.db.write_many(
+            "INSERT OR IGNORE INTO encoded_by (engram, cue) "
+            "SELECT e.rowid, c.rowid FROM engram e, cue c WHERE e.id = ? AND c.id = ?",
+            [(engram_id, cue_id) for cue_id in dict.fromkeys(cue_ids)],
+        )
+
+    def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
+        result: dict[str, list[Cue]] = {engram_id: [] for engram_id in engram_ids}
+        if not engram_ids:
+            return result
+        rows = self.db.read(
+            f"SELECT e.id, {CUE_SELECT} FROM engram e JOIN encoded_by x ON x.engram = e.rowid "
+            f"JOIN cue c ON c.rowid = x.cue WHERE e.id IN {IDS} ORDER BY e.id, c.name",
+            (id_list(engram_ids),),
+        )
+        for engram_id, *cue in rows:
+            result[engram_id].append(schema.cue_from_row(cue))
+        return result
+
+    def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
+        """Most matched cues first, then by id; each hit's cues in the order they were asked."""
+        order = {name: i for i, name in enumerate(dict.fromkeys(normalise_cue_name(n) for n in cue_names))}
+        if not order or limit <= 0:
+            return []
+        rows = self.db.read(
+            "SELECT e.id, json_group_array(c.name) FROM cue c JOIN encoded_by x ON x.cue = c.rowid "
+            f"JOIN engram e ON e.rowid = x.engram WHERE c.name IN {IDS} "
+            "GROUP BY e.rowid ORDER BY count(*) DESC, e.id LIMIT ?",
+            (json.dumps(list(order)), limit),
+        )
+        return [CueHit(id_, tuple(sorted(json.loads(names), key=order.__getitem__))) for id_, names in rows]
+
+    def cue_engram_counts(self, cue_names: Sequence[str]) -> dict[str, int]:
+        """Keyed by the names as asked (matched normalised); cues that do not exist are left out."""
+        normalised = {name: normalise_cue_name(name) for name in cue_names}
+        if not normalised:
+            return {}
+        rows = self.db.read(
+            "SELECT c.name, (SELECT count(*) FROM encoded_by x WHERE x.cue = c.rowid) "
+            f"FROM cue c WHERE c.name IN {IDS}",
+            (json.dumps(sorted(set(normalised.values()))),),
+        )
+        counts = {name: int(n) for name, n in rows}
+        return {name: counts[n] for name, n in normalised.items() if n in counts}
+
+    @written
+    def delete_orphan_cues(self) -> int:
+        """Delete cues that encode no engram; their CoOccurs/RelatesTo rows go by cascade."""
+        return self.db.write(
+            "DELETE FROM cue WHERE NOT EXISTS (SELECT 1 FROM encoded_by x WHERE x.cue = cue.rowid)"
+        ).rowcount
+
+    # -- co-occurrences and relations --------------------------------------------------------------
+    @written
+    def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:
+        merged = merge_cooccurrences(pairs, replace)
+        if not merged:
+            return
+        self._ensure_cues(name for pair in merged for name in pair)
+        strength = "?" if replace else "strength + ?"
+        rows = [(w, a, b, b, a) for (a, b), w in merged.items()]
+        self.db.write_many(
+            f"UPDATE co_occurs SET strength = {strength} WHERE (a = {CUE_ROWID} AND b = {CUE_ROWID}) "
+            f"OR (a = {CUE_ROWID} AND b = {CUE_ROWID})",
+            rows,
+        )
+        self.db.write_many(
+            "INSERT INTO co_occurs (a, b, strength) SELECT x.rowid, y.rowid, ? FROM cue x, cue y "
+            "WHERE x.name = ? AND y.name = ? AND NOT EXISTS (SELECT 1 FROM co_occurs o WHERE "
+            "(o.a = x.rowid AND o.b = y.rowid) OR (o.a = y.rowid AND o.b = x.rowid))",
+            [(w, a, b) for (a, b), w in merged.items()],
+        )
+
+    @written
+    def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
+        """RelatesTo rows by cue name, idempotent; cues created here get ``cue_type``."""
+        wanted: dict[tuple[str, str, str, str], Relation] = {}
+        for relation in relations:
+            source, name, target = checked_relation(relation)
+            wanted.setdefault((source, name, target, relation.engram_id), relation)
+        if not wanted:
+            return
+        self._ensure_cues({n for key in wanted for n in (key[0], key[2])}, cue_type)
+        self.db.write_many(
+            "INSERT OR IGNORE INTO relates_to (source, relation, target, engram_id, created_at) "
+            "SELECT s.rowid, ?, t.rowid, ?, ? FROM cue s, cue t WHERE s.name = ? AND t.name = ?",
+            [(rel, engram, to_db(r.created_at), s, t) for (s, rel, t, engram), r in wanted.items()],
+        )
+
+    def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
+        if not engram_ids:
+            return []
+        rows = self.db.read(
+            "SELECT s.name, r.relation, t.name, r.engram_id, r.created_at FROM relates_to r "
+            "JOIN cue s ON s.rowid = r.source JOIN cue t ON t.rowid = r.target "
+            f"WHERE r.engram_id IN {IDS} ORDER BY r.created_at, s.name, r.relation, t.name",
+            (id_list(engram_ids),),
+        )
+        return [Relation(s, rel, t, e or "", from_db(at)) for s, rel, t, e, at in rows]
+
+    # -- associations ------------------------------------------------------------------------------
+    @written
+    def associate_many(self, associations: Sequence[Association]) -> None:
+        """Create or strengthen (keep the max) symmetric AssociatedWith rows."""
+        merged = merge_associations(associations)
+        if not merged:
+            return
+        self.db.write_many(
+            "UPDATE associated_with SET strength = max(strength, ?) "
+            f"WHERE (a = {ENGRAM_ROWID} AND b = {ENGRAM_ROWID}) "
+            f"OR (a = {ENGRAM_ROWID} AND b = {ENGRAM_ROWID})",
+            [(float(a.strength), a.source_id, a.target_id, a.target_id, a.source_id) for a in merged],
+        )
+        self.db.write_many(
+            "INSERT INTO associated_with (a, b, strength, relation_type, created_at) "
+            "SELECT x.rowid, y.rowid, ?, ?, ? FROM engram x, engram y WHERE x.id = ? AND y.id = ? "
+            "AND NOT EXISTS (SELECT 1 FROM associated_with w WHERE "
+            "(w.a = x.rowid AND w.b = y.rowid) OR (w.a = y.rowid AND w.b = x.rowid))",
+            [
+                (float(a.strength), a.relation_type, to_db(a.created_at), a.source_id, a.target_id)
+                for a in merged
+            ],
+        )
+
+    _EDGE = (
+        "SELECT x.id, y.id, w.strength, w.relation_type, w.created_at FROM associated_with w "
+        "JOIN engram x ON x.rowid = w.a JOIN engram y ON y.rowid = w.b "
+    )
+
+    def neighbours(self, engram_ids: Sequence[str]) -> list[Association]:
+        """Edges touching these engrams, either direction, ordered by (source, target) id."""
+        if not engram_ids:
+            return []
+        ids = id_list(engram_ids)
+        rows = self.db.read(
+            # A UNION of two index ranges (a = ..., b = ...) rather than one OR over the table.
+            f"{self._EDGE} WHERE w.a IN (SELECT rowid FROM engram WHERE id IN {IDS}) UNION "
+            f"{self._EDGE} WHERE w.b IN (SELECT rowid FROM engram WHERE id IN {IDS}) ORDER BY 1, 2",
+            (ids, ids),
+        )
+        return [schema.association_from_row(row) for row in rows]
+
+    def all_associations(self) -> list[Association]:
+        return [schema.association_from_row(row) for row in self.db.read(f"{self._EDGE} ORDER BY x.id, y.id")]

@@ -1,0 +1,235 @@
+"""Tables, migrations and value conversion of the SQLite store.
+
+Schema versions (``meta.schema_version``):
+    1. engram, cue, encoded_by, associated_with, co_occurs, relates_to, meta, engram_fts.
+
+Design choices, and why:
+
+* Nodes have an INTEGER rowid and a TEXT ``id`` (UNIQUE); edges join on the rowids, which
+  keeps the edge tables and their indexes small and every join an integer B-tree lookup.
+* Edge tables are ``WITHOUT ROWID`` with the edge as primary key and an index on the other
+  end, so "edges of X" is an index range in either direction; foreign keys with
+  ``ON DELETE CASCADE`` remove the edges of a deleted node in the same statement.
+* Times are INTEGER microseconds since the epoch, UTC: exact round trips, and ORDER BY on
+  them is numeric.
+* Embeddings are little-endian float32 BLOBs (what Kuzu's FLOAT[] held).
+* ``engram_fts`` is an FTS5 table over Smriti's own tokenisation
+  (:func:`smriti.stores.search.tokenize`: stemmed terms joined by spaces), kept in step by
+  every write: a persistent, incremental keyword index, nothing rebuilt at start. It keeps its
+  own copy of the terms (not ``content=''``): SQLite 3.40 has no ``contentless_delete``, and a
+  contentless table can only delete a row given the exact text it indexed, which would tie
+  the index's integrity to the tokeniser never changing.
+
+Migrations only create what is missing (``IF NOT EXISTS``), so they are idempotent.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from smriti.stores.base import (
+    ENGRAM_FIELDS,
+    Association,
+    Cue,
+    EmbeddingMismatchError,
+    Engram,
+)
+from smriti.stores.search import text_of, tokenize
+
+SCHEMA_VERSION = 1
+FILE_NAME = "memory.sqlite"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+# The token characters of Smriti's terms besides letters and digits (see smriti.text._WORD).
+FTS_TOKENIZE = "unicode61 remove_diacritics 0 tokenchars '''-_'"
+
+TABLES = [
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
+    """CREATE TABLE IF NOT EXISTS engram (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        content TEXT NOT NULL,
+        summary TEXT NOT NULL DEFAULT '',
+        memory_type TEXT NOT NULL DEFAULT 'episodic',
+        importance REAL NOT NULL DEFAULT 0.5,
+        access_count INTEGER NOT NULL DEFAULT 0,
+        created_at INTEGER NOT NULL,
+        last_accessed_at INTEGER NOT NULL,
+        decay_factor REAL NOT NULL DEFAULT 1.0,
+        embedding BLOB,
+        source TEXT NOT NULL DEFAULT '',
+        tags TEXT NOT NULL DEFAULT '',
+        cluster_id INTEGER NOT NULL DEFAULT -1)""",
+    # list_recent's order, read straight off an index
+    "CREATE INDEX IF NOT EXISTS engram_recent ON engram (last_accessed_at DESC, created_at DESC, id)",
+    """CREATE TABLE IF NOT EXISTS cue (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        name TEXT NOT NULL UNIQUE,
+        cue_type TEXT NOT NULL DEFAULT 'keyword',
+        embedding BLOB)""",
+    """CREATE TABLE IF NOT EXISTS encoded_by (
+        engram INTEGER NOT NULL REFERENCES engram (rowid) ON DELETE CASCADE,
+        cue INTEGER NOT NULL REFERENCES cue (rowid) ON DELETE CASCADE,
+        PRIMARY KEY (engram, cue)) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS encoded_by_cue ON encoded_by (cue, engram)",
+    # Symmetric: one row per unordered pair, in the direction it was first made.
+    """CREATE TABLE IF NOT EXISTS associated_with (
+        a INTEGER NOT NULL REFERENCES engram (rowid) ON DELETE CASCADE,
+        b INTEGER NOT NULL REFERENCES engram (rowid) ON DELETE CASCADE,
+        strength REAL NOT NULL,
+        relation_type TEXT NOT NULL DEFAULT 'similar',
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (a, b)) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS associated_with_b ON associated_with (b, a)",
+    """CREATE TABLE IF NOT EXISTS co_occurs (
+        a INTEGER NOT NULL REFERENCES cue (rowid) ON DELETE CASCADE,
+        b INTEGER NOT NULL REFERENCES cue (rowid) ON DELETE CASCADE,
+        strength REAL NOT NULL,
+        PRIMARY KEY (a, b)) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS co_occurs_b ON co_occurs (b, a)",
+    # engram_id is not a foreign key: a fact may name no engram ('') or one not stored yet.
+    """CREATE TABLE IF NOT EXISTS relates_to (
+        source INTEGER NOT NULL REFERENCES cue (rowid) ON DELETE CASCADE,
+        relation TEXT NOT NULL,
+        target INTEGER NOT NULL REFERENCES cue (rowid) ON DELETE CASCADE,
+        engram_id TEXT NOT NULL DEFAULT '',
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (source, relation, target, engram_id)) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS relates_to_target ON relates_to (target)",
+    "CREATE INDEX IF NOT EXISTS relates_to_engram ON relates_to (engram_id)",
+    f'CREATE VIRTUAL TABLE IF NOT EXISTS engram_fts USING fts5 (terms, tokenize="{FTS_TOKENIZE}")',
+]
+
+ENGRAM_COLUMNS: tuple[str, ...] = ("id", *(name for name in ENGRAM_FIELDS if name != "id"))
+ENGRAM_SELECT = ", ".join(f"e.{name}" for name in ENGRAM_COLUMNS)
+INSERT_ENGRAM = (
+    f"INSERT INTO engram ({', '.join(ENGRAM_COLUMNS)}) VALUES ({', '.join('?' for _ in ENGRAM_COLUMNS)})"
+)
+CUE_SELECT = "c.id, c.name, c.cue_type, c.embedding"
+SET_META = (
+    "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+
+
+# -- values --------------------------------------------------------------------------------------
+def to_db(value: datetime) -> int:
+    """Microseconds since the epoch, UTC (a naive datetime is taken as UTC)."""
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    return (aware - EPOCH) // _MICROSECOND
+
+
+def from_db(value: int | None, fallback: datetime = EPOCH) -> datetime:
+    return fallback if value is None else EPOCH + timedelta(microseconds=int(value))
+
+
+def to_blob(embedding: Sequence[float] | None) -> bytes | None:
+    return None if embedding is None else np.asarray(embedding, dtype="<f4").tobytes()
+
+
+def from_blob(blob: bytes | None) -> list[float] | None:
+    return None if blob is None else np.frombuffer(blob, dtype="<f4").tolist()
+
+
+def fts_terms(content: str | None, summary: str | None) -> str:
+    """The text the FTS5 table indexes: the same terms the in-memory BM25 index counts."""
+    return " ".join(tokenize(text_of(content, summary)))
+
+
+_FIELD_TYPES: dict[str, Any] = typing.get_type_hints(Engram)
+
+
+def engram_params(engram: Engram) -> tuple[Any, ...]:
+    """INSERT_ENGRAM's parameters."""
+    values = []
+    for name in ENGRAM_COLUMNS:
+        value = getattr(engram, name)
+        if _FIELD_TYPES[name] is datetime:
+            value = to_db(value)
+        elif name == "embedding":
+            value = to_blob(value)
+        elif _FIELD_TYPES[name] in (int, float):
+            value = _FIELD_TYPES[name](value)
+        values.append(value)
+    return tuple(values)
+
+
+def engram_from_row(row: Sequence[Any]) -> Engram:
+    """An Engram from a row in ENGRAM_COLUMNS order."""
+    fields = dict(zip(ENGRAM_COLUMNS, row, strict=True))
+    fields["created_at"] = from_db(fields["created_at"])
+    fields["last_accessed_at"] = from_db(fields["last_accessed_at"], fields["created_at"])
+    fields["embedding"] = from_blob(fields["embedding"])
+    return Engram(**fields)
+
+
+def coerce_field(name: str, value: Any) -> Any:
+    """An update value in its column's type (raises ValueError/TypeError on nonsense)."""
+    kind = _FIELD_TYPES[name]
+    if kind is datetime:
+        if not isinstance(value, datetime):
+            raise TypeError(f"{name} must be a datetime, not {type(value).__name__}")
+        return to_db(value)
+    if kind is int and isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"{name} must be an integer, not {value!r}")
+    return kind(value)
+
+
+def cue_from_row(row: Sequence[Any]) -> Cue:
+    id_, name, cue_type, embedding = row
+    return Cue(id=id_, name=name, cue_type=cue_type or "keyword", embedding=from_blob(embedding))
+
+
+def association_from_row(row: Sequence[Any]) -> Association:
+    source, target, strength, relation_type, created_at = row
+    return Association(source, target, float(strength), relation_type or "similar", from_db(created_at))
+
+
+# -- migrations -----------------------------------------------------------------------------------
+def mismatch_message(path: Path, stored: int, wanted: int) -> str:
+    return (
+        f"{path} was written with {stored}-dimensional embeddings but EMBEDDING_DIMS is {wanted}. "
+        f"Use the embedding model and EMBEDDING_DIMS={stored} it was created with, or move to the "
+        f"new model: export with the old settings (`smriti export`), start a new store (another "
+        f"STORAGE_LOCATION, or move {path.name} aside), and store the exported content again with "
+        f"the new model (`smriti store`). Do not `smriti import` it into the new store: import copies "
+        f"the old {stored}-dimensional embeddings and would be refused."
+    )
+
+
+def check_dims(embedding: Sequence[float] | None, dims: int, what: str) -> None:
+    """Raises EmbeddingMismatchError when ``embedding`` is not ``dims`` long."""
+    if embedding is not None and len(embedding) != dims:
+        raise EmbeddingMismatchError(
+            f"{what} has {len(embedding)} dimensions but this store holds {dims} (EMBEDDING_DIMS)"
+        )
+
+
+def migrate(conn: Any, dims: int, path: Path) -> list[str]:
+    """Bring the file to SCHEMA_VERSION inside the caller's transaction; returns what changed.
+
+    ``conn`` is the writer's ``write`` callable. Raises EmbeddingMismatchError when the file
+    holds embeddings of another dimension.
+    """
+    existing = {row[0] for row in conn("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+    for statement in TABLES:
+        conn(statement)
+    meta = dict(
+        conn("SELECT key, value FROM meta WHERE key IN ('schema_version', 'embedding_dims')").fetchall()
+    )
+    if "embedding_dims" in meta and meta["embedding_dims"] != str(dims):
+        raise EmbeddingMismatchError(mismatch_message(path, int(meta["embedding_dims"]), dims))
+    changes = []
+    for key, value in (("schema_version", str(SCHEMA_VERSION)), ("embedding_dims", str(dims))):
+        if meta.get(key) != value:
+            conn(SET_META, (key, value))
+            if key == "schema_version" and "engram" in existing:
+                changes.append(f"schema_version {meta.get(key, '0')} -> {value}")
+    return changes

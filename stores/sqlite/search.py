@@ -1,0 +1,123 @@
+"""Vector and keyword search of the SQLite store: :class:`SearchIndex`.
+
+Vectors: :class:`smriti.stores.search.VectorCache` (exact cosine; an approximate tier may
+live behind the same interface), filled lazily from the embedding BLOBs at the first search
+and kept in step by committed writes only (see ``Database.after_commit``), so a concurrent
+search never sees a memory whose store may still roll back. Its own lock, not the
+database's: a search must not wait for a store transaction that is embedding text.
+
+Keywords: the FTS5 table ``engram_fts`` (see :mod:`.schema`), queried with Smriti's terms
+OR-ed together and ranked by ``bm25()`` (k1=1.2, b=0.75, as :class:`KeywordIndex`; FTS5's
+idf is ``ln((N - n + 0.5) / (n + 0.5))`` floored near zero where KeywordIndex adds 1 inside
+the log, so very common terms weigh less here).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from smriti.stores.base import ScoredId
+from smriti.stores.search import VectorCache, normalise_scores, tokenize
+from smriti.stores.sqlite.connection import Database
+
+logger = logging.getLogger(__name__)
+
+
+class SearchIndex:
+    """The vector cache and the FTS5 queries.
+
+    Args:
+        db: the store's database.
+        load: returns (id, memory_type, float32 blob) of every embedded engram.
+        count: the number of engrams (for ensure_indexes).
+        dims: the embedding dimension.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        load: Callable[[], list[tuple[str, str, bytes]]],
+        count: Callable[[], int],
+        dims: int,
+    ) -> None:
+        self.db, self.dims = db, dims
+        self._load, self._count = load, count
+        self.vectors = VectorCache(dims)
+        self.lock = threading.Lock()
+        self.fulltext_index = False  # reported once the store passes INDEX_THRESHOLD
+
+    # -- committed changes (CacheListener) -------------------------------------------------------
+    def added(self, engram_id: str, memory_type: str, embedding: Sequence[float] | None) -> None:
+        with self.lock:
+            if embedding is None:
+                self.vectors.remove(engram_id)
+            else:
+                self.vectors.add(engram_id, memory_type, embedding)
+
+    def removed(self, engram_id: str) -> None:
+        with self.lock:
+            self.vectors.remove(engram_id)
+
+    def retyped(self, engram_id: str, memory_type: str) -> None:
+        with self.lock:
+            self.vectors.retype(engram_id, memory_type)
+
+    def invalidate(self) -> None:
+        with self.lock:
+            self.vectors.invalidate()
+
+    # -- queries -----------------------------------------------------------------------------------
+    def _ensure_loaded(self) -> None:
+        """Fill the cache from the BLOBs (caller holds ``self.lock``). Changes committed while
+        loading wait on the lock and are applied after: adds and removes are idempotent."""
+        if self.vectors.loaded:
+            return
+        rows = self._load()
+        matrix = (
+            np.frombuffer(b"".join(blob for _, _, blob in rows), dtype="<f4").reshape(len(rows), self.dims)
+            if rows
+            else np.zeros((0, self.dims), dtype=np.float32)
+        )
+        self.vectors.load((id_, memory_type, matrix[i]) for i, (id_, memory_type, _) in enumerate(rows))
+        logger.debug("%s: loaded %d embeddings into the vector cache", self.db.path, len(rows))
+
+    def vector_search(
+        self, embedding: Sequence[float], k: int, memory_type: str | None = None
+    ) -> list[ScoredId]:
+        if k <= 0:
+            return []
+        query = np.asarray(embedding, dtype=np.float32)
+        with self.lock:
+            self._ensure_loaded()
+            hits = self.vectors.search(query, k, memory_type)
+        return [ScoredId(id_, score) for id_, score in hits]
+
+    def fulltext_search(self, query: str, k: int, memory_type: str | None = None) -> list[ScoredId]:
+        """BM25 over the FTS5 table, best first (ties by id), scores normalised into (0, 1]."""
+        terms = list(dict.fromkeys(tokenize(query)))
+        if not terms or k <= 0:
+            return []
+        # Terms hold only [a-z0-9'_-] (smriti.text), so double-quoting makes each a plain
+        # phrase: no FTS5 operator can come from the query.
+        match = " OR ".join(f'"{term}"' for term in terms)
+        where, params = ("AND e.memory_type = ? ", [memory_type]) if memory_type is not None else ("", [])
+        rows = self.db.read(
+            "SELECT e.id, -bm25(engram_fts) AS score FROM engram_fts "
+            "JOIN engram e ON e.rowid = engram_fts.rowid "
+            f"WHERE engram_fts MATCH ? {where}ORDER BY score DESC, e.id LIMIT ?",
+            (match, *params, k),
+        )
+        return [ScoredId(id_, score) for id_, score in normalise_scores([(i, float(s)) for i, s in rows])]
+
+    def ensure_indexes(self, threshold: int) -> dict[str, bool]:
+        """Report the index state. The FTS5 table is written from the first engram (cheaper
+        than building it later) and reported as the full-text index once the store holds
+        more than ``threshold`` engrams; vector search is the exact cache (no ANN tier yet)."""
+        if not self.fulltext_index and self._count() > threshold:
+            self.fulltext_index = True
+        approximate = bool(getattr(self.vectors, "approximate", False))
+        return {"vector_index": approximate, "fulltext_index": self.fulltext_index}

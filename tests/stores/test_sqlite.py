@@ -1,0 +1,126 @@
+"""What the SQLite store adds beyond the conformance suite: transactions, isolated readers,
+the single-process lock, migrations on reopen, the embedding-dimension guard and DB_TYPE=auto."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+
+import pytest
+
+from smriti.stores import make_store, resolve_auto
+from smriti.stores.base import Association, Cue, EmbeddingMismatchError, Engram, StoreError
+from smriti.stores.sqlite import open_sqlite, sqlite_path
+
+DIMS = 16
+
+
+@pytest.fixture
+def cfg(settings):
+    return settings.model_copy(update={"embedding_dims": DIMS, "db_type": "sqlite"})
+
+
+@pytest.fixture
+def store(cfg):
+    opened = open_sqlite(cfg, "alice")
+    yield opened
+    opened.close()
+
+
+def _in_thread(func):
+    out: list = []
+    worker = threading.Thread(target=lambda: out.append(func()))
+    worker.start()
+    worker.join(10)
+    return out[0]
+
+
+def test_a_transaction_commits_together_and_other_threads_see_it_only_then(store):
+    with store.transaction():
+        store.create_engram(Engram(id="t1", content="first", embedding=[1.0] * DIMS))
+        cue = store.upsert_cue(Cue(name="topic"))
+        store.link_cue("t1", cue.id)
+        with store.transaction():  # nested: joins the outer one
+            store.create_engram(Engram(id="t2", content="second"))
+        store.associate(Association("t1", "t2", 0.5))
+        # The writing thread reads its own writes; another thread reads the last commit.
+        assert store.count_engrams() == 2
+        assert _in_thread(store.count_engrams) == 0
+        assert _in_thread(lambda: store.get_engram("t1")) is None
+        assert _in_thread(lambda: store.vector_search([1.0] * DIMS, 5)) == []
+    assert _in_thread(store.count_engrams) == 2
+    assert [h.id for h in _in_thread(lambda: store.vector_search([1.0] * DIMS, 5))] == ["t1"]
+    assert store.stats().cue_links == 1 and store.stats().associations == 1
+
+
+def test_an_exception_rolls_the_whole_transaction_back(store):
+    store.create_engram(Engram(id="keep", content="kept memory", embedding=[1.0] * DIMS))
+    assert store.vector_search([1.0] * DIMS, 5)  # the vector cache is loaded
+    with pytest.raises(RuntimeError), store.transaction():
+        store.create_engram(Engram(id="gone", content="zanzibar memory", embedding=[1.0] * DIMS))
+        store.link_cues("gone", [Cue(name="zanzibar")])
+        store.associate(Association("gone", "keep", 0.9))
+        store.update_engram("keep", content="changed")
+        raise RuntimeError("fault injected")
+    assert store.get_engram("gone") is None
+    assert store.get_engram("keep").content == "kept memory"
+    stats = store.stats()
+    assert (stats.engrams, stats.cues, stats.cue_links, stats.associations) == (1, 0, 0, 0)
+    assert store.fulltext_search("zanzibar", 5) == []
+    assert [h.id for h in store.vector_search([1.0] * DIMS, 5)] == ["keep"]  # the cache followed
+
+
+def test_a_second_process_is_refused_while_the_first_holds_the_file(cfg, store):
+    with pytest.raises(StoreError, match="locked by another process"):
+        open_sqlite(cfg, "alice")  # a second open in one process takes the same flock path
+
+
+def test_reopen_is_idempotent_and_keeps_everything(cfg, store):
+    store.create_engram(Engram(id="r1", content="persistent keyword", embedding=[0.5] * DIMS))
+    store.close()
+    again = open_sqlite(cfg, "alice")
+    try:
+        assert again.get_meta("schema_version") == "1"
+        assert [h.id for h in again.fulltext_search("keyword", 5)] == ["r1"]  # FTS5 persisted
+        assert [h.id for h in again.vector_search([0.5] * DIMS, 5)] == ["r1"]
+    finally:
+        again.close()
+
+
+def test_another_embedding_dimension_is_refused_with_the_reembed_hint(cfg, store):
+    store.close()
+    with pytest.raises(EmbeddingMismatchError, match="smriti export"):
+        open_sqlite(cfg.model_copy(update={"embedding_dims": DIMS * 2}), "alice")
+    open_sqlite(cfg, "alice").close()  # the refused open released the file
+
+
+def test_the_file_is_wal_with_foreign_keys(store):
+    conn = sqlite3.connect(store.path)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        conn.close()
+    assert store.db.read("PRAGMA foreign_keys")[0][0] == 1
+
+
+def test_auto_opens_sqlite_unless_only_a_kuzu_store_exists(settings, caplog):
+    auto = settings.model_copy(update={"db_type": "auto"})
+    assert resolve_auto(auto, "alice") == "sqlite"
+    kuzu_settings = settings.model_copy(update={"db_type": "kuzu"})
+    make_store(kuzu_settings, "bob").close()  # a store made before SQLite was the default
+    with caplog.at_level(logging.WARNING, logger="smriti.stores"):
+        opened = make_store(auto, "bob")
+        opened.close()
+        make_store(auto, "bob").close()
+    assert opened.backend == "kuzu"
+    notices = [r.getMessage() for r in caplog.records if "memory.kuzu" in r.getMessage()]
+    assert len(notices) == 1 and "smriti export" in notices[0] and "smriti import" in notices[0]
+    # Once a memory.sqlite exists beside it (the user moved), auto opens SQLite.
+    sqlite_path(auto, "bob").touch()
+    assert resolve_auto(auto, "bob") == "sqlite"
+    fresh = make_store(auto, "carol")
+    try:
+        assert fresh.backend == "sqlite" and fresh.stats().location.endswith("memory.sqlite")
+    finally:
+        fresh.close()
