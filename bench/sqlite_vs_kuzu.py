@@ -5,7 +5,7 @@ heuristic cues, cue-rich sentences from bench/scaling.py's generator. The corpus
 through the full store pipeline on SQLite, exported, and imported into Kuzu (so both hold the
 same graph); then ``--stores`` new memories and ``--queries`` questions are timed on each.
 
-    .venv/bin/python bench/sqlite_vs_kuzu.py --sizes 1000 10000
+    .venv/bin/python -m bench.sqlite_vs_kuzu --sizes 1000 10000
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from smriti.bench.scaling import QUESTIONS, TEMPLATES, sentence
+from bench.scaling import QUESTIONS, TEMPLATES, sentence
 
 DIMS = 1536
 
