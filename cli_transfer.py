@@ -100,17 +100,12 @@ def import_from(memory: Memory, path: Path, reembed_all: bool = False) -> int:
     records = read_records(Path(path), dims)
     if reembed_all:
         records = reembed(records, memory.context.embedder)
-    columns = (TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    memories = sum(1 for record in records if record.get("kind") == "engram")
+    columns = (TextColumn("importing memories"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err()) as progress:
-        task = progress.add_task("import", total=len(records))
-
-        def tracked() -> Any:
-            for record in records:
-                yield record
-                progress.advance(task)
-
+        task = progress.add_task("import", total=memories)
         try:
-            return memory.import_records(tracked())
+            return memory.import_records(records, lambda done: progress.advance(task, done))
         except (KeyError, TypeError, ValueError) as error:
             raise InvalidInput(f"{path}: import stopped at a malformed record: {error!r}") from None
 

@@ -136,9 +136,12 @@ class Memory:
     def export_records(self) -> Iterator[dict[str, Any]]:
         return self.context.store.export_records()
 
-    def import_records(self, records: Iterable[dict[str, Any]]) -> int:
+    def import_records(
+        self, records: Iterable[dict[str, Any]], on_memories: Callable[[int], None] | None = None
+    ) -> int:
+        """Import an export's records (idempotent); ``on_memories(n)`` follows the progress."""
         with self.context.write_lock:
-            return self.context.store.import_records(records)
+            return self.context.store.import_records(records, on_memories)
 
     def close(self) -> None:
         self.context.close()

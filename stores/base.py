@@ -11,10 +11,11 @@ log, so pipelines never branch on the backend.
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -65,9 +66,17 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
+_SPACES = re.compile(r"\s+")
+
+
+@functools.lru_cache(maxsize=1 << 16)
 def normalise_cue_name(name: str) -> str:
-    """Cue names are compared lower-cased with single hyphens for inner spaces."""
-    return re.sub(r"\s+", "-", name.strip().lower())
+    """Cue names are compared lower-cased with single hyphens for inner spaces.
+
+    Cached: the same few thousand names come back on every store and ~40 times per memory
+    in an import (measured: 1.5 s of a 10k-memory import before the cache).
+    """
+    return _SPACES.sub("-", name.strip().lower())
 
 
 @dataclass(slots=True)
@@ -282,6 +291,10 @@ class GraphStore(Protocol):
 
     # -- engrams ---------------------------------------------------------------------------
     def create_engram(self, engram: Engram) -> None: ...
+    def create_engrams(self, engrams: Sequence[Engram]) -> None:
+        """Insert new engrams; an existing id raises StoreError."""
+        ...
+
     def get_engrams(self, ids: Sequence[str]) -> list[Engram]:
         """Engrams with these ids, in the given order, silently skipping missing ones."""
         ...
@@ -409,7 +422,9 @@ class GraphStore(Protocol):
     def add_cooccurrence(self, cue_a: str, cue_b: str, delta: float = 1.0, replace: bool = False) -> None: ...
     def add_relation(self, relation: Relation) -> None: ...
     def associate(self, association: Association) -> None: ...
-    def import_records(self, records: Iterable[dict[str, Any]]) -> int: ...
+    def import_records(
+        self, records: Iterable[dict[str, Any]], on_memories: Callable[[int], None] | None = None
+    ) -> int: ...
 
 
 class StoreBase(ABC):
@@ -442,6 +457,14 @@ class StoreBase(ABC):
     def transaction(self) -> AbstractContextManager[None]:
         """No multi-statement transactions here: each write commits by itself."""
         return nullcontext()
+
+    @abstractmethod
+    def create_engram(self, engram: Engram) -> None: ...
+
+    def create_engrams(self, engrams: Sequence[Engram]) -> None:
+        """Insert new engrams (import); a backend that can insert many at once overrides this."""
+        for engram in engrams:
+            self.create_engram(engram)
 
     def get_engram(self, engram_id: str) -> Engram | None:
         found = self.get_engrams([engram_id])
@@ -486,8 +509,11 @@ class StoreBase(ABC):
         """Create or strengthen (keep the max strength) an AssociatedWith edge."""
         self.associate_many([association])
 
-    def import_records(self, records: Iterable[dict[str, Any]]) -> int:
-        """Idempotent inverse of export_records (see :func:`smriti.stores.records.import_into`)."""
+    def import_records(
+        self, records: Iterable[dict[str, Any]], on_memories: Callable[[int], None] | None = None
+    ) -> int:
+        """Idempotent inverse of export_records, in batches of memories written whole
+        (see :func:`smriti.stores.records.import_into`)."""
         from smriti.stores.records import import_into  # records imports this module
 
-        return import_into(self, records)  # type: ignore[arg-type]
+        return import_into(self, records, on_memories)  # type: ignore[arg-type]

@@ -8,14 +8,16 @@ the edges that need them.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from smriti.errors import RecordDimensionError as RecordDimensionError
 from smriti.errors import RecordFormatError
-from smriti.stores.base import Association, Cue, Engram, Relation
+from smriti.stores.base import Association, Cue, Engram, Relation, normalise_cue_name
 
 if TYPE_CHECKING:
     from smriti.stores.base import GraphStore
@@ -134,8 +136,8 @@ def parse_lines(lines: Iterable[str], embedding_dims: int | None) -> list[dict[s
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
+            record = orjson.loads(line)  # why orjson: a 1,536-float line parses ~4x faster than json's
+        except orjson.JSONDecodeError as error:
             raise RecordFormatError(number, f"not JSON ({error.msg})") from None
         kind = record.get("kind") if isinstance(record, dict) else None
         if kind not in KINDS:
@@ -151,43 +153,145 @@ def parse_lines(lines: Iterable[str], embedding_dims: int | None) -> list[dict[s
     return records
 
 
-def import_into(store: GraphStore, records: Iterable[dict[str, Any]]) -> int:
-    """Apply records to ``store`` idempotently; returns how many records were read.
+IMPORT_BATCH = 1000
+
+
+def import_into(
+    store: GraphStore,
+    records: Iterable[dict[str, Any]],
+    on_memories: Callable[[int], None] | None = None,
+    batch_size: int = IMPORT_BATCH,
+) -> int:
+    """Apply records to ``store`` idempotently, in batches; returns how many records were read.
 
     Engrams that already exist are left as they are; cues are upserted by name; edges are
     created or set to the exported strength, so importing the same file twice changes nothing.
 
+    Each batch of ``batch_size`` memories is one transaction with everything that belongs to
+    them (their cue links, the relations they stated, their associations), so a memory is
+    never imported without its cues; an interrupted import keeps the batches already written
+    and rolls the current one back, and running the same import again resumes it. Cue
+    co-occurrences come last. ``on_memories(n)`` is called after each batch with the number
+    of memories it held (for a progress bar that counts memories, not records).
+
     Raises:
         ValueError: on an unknown record kind (the file is not a Smriti export).
     """
-    applied = 0
-    cue_ids: dict[str, str] = {}
+    plan = _ImportPlan.of(records)
+    with store.transaction():
+        for key, value in plan.meta:
+            store.set_meta(key, value)
+        cue_ids = {cue.name: cue.id for cue in store.upsert_cues(plan.cues)} if plan.cues else {}
 
-    def cue_id(name: str, cue_type: str = "keyword") -> str:
-        if name not in cue_ids:
-            cue_ids[name] = store.upsert_cue(Cue(name=name, cue_type=cue_type)).id
-        return cue_ids[name]
+    def ids_of(names: Sequence[str]) -> list[str]:
+        """Cue ids by name, creating the cues the file names without a cue record."""
+        normalised = [normalise_cue_name(name) for name in names]
+        missing = [Cue(name=name) for name in dict.fromkeys(normalised) if name not in cue_ids]
+        if missing:
+            cue_ids.update({cue.name: cue.id for cue in store.upsert_cues(missing)})
+        return [cue_ids[name] for name in normalised]
 
-    for record in records:
+    batches = [plan.engrams[start : start + batch_size] for start in range(0, len(plan.engrams), batch_size)]
+    edges = plan.edges_by_batch(batch_size)
+    for number, batch in enumerate(batches):
+        with store.transaction():
+            ids = [record["id"] for record in batch]
+            existing = {engram.id for engram in store.get_engrams(ids)}
+            store.create_engrams([engram_from_record(r) for r in batch if r["id"] not in existing])
+            _write_edges(store, edges.get(number), ids_of)
+        if on_memories is not None:
+            on_memories(len(batch))
+    with store.transaction():  # edges of memories that are not in the file, and co-occurrences
+        _write_edges(store, edges.get(None), ids_of)
+        if plan.cooccurrences:
+            ids_of([name for a, b, _ in plan.cooccurrences for name in (a, b)])
+            store.add_cooccurrences(plan.cooccurrences, replace=True)
+    return plan.count
+
+
+def _write_edges(
+    store: GraphStore, edges: _Edges | None, ids_of: Callable[[Sequence[str]], list[str]]
+) -> None:
+    if edges is None:
+        return
+    for engram_id, names in edges.links.items():
+        store.link_cue_ids(engram_id, ids_of(names))
+    if edges.relations:
+        store.add_relations(edges.relations)
+    if edges.associations:
+        store.associate_many(edges.associations)
+
+
+@dataclass
+class _Edges:
+    """The edges written with one batch of memories."""
+
+    links: dict[str, list[str]] = field(default_factory=dict)
+    relations: list[Relation] = field(default_factory=list)
+    associations: list[Association] = field(default_factory=list)
+
+
+@dataclass
+class _ImportPlan:
+    """An export's records sorted by what they attach to, so each batch of memories can be
+    written whole (the file lists all engrams before any edge)."""
+
+    count: int = 0
+    meta: list[tuple[str, str]] = field(default_factory=list)
+    engrams: list[dict[str, Any]] = field(default_factory=list)
+    cues: list[Cue] = field(default_factory=list)
+    links: dict[str, list[str]] = field(default_factory=dict)
+    relations: dict[str, list[Relation]] = field(default_factory=dict)
+    associations: list[Association] = field(default_factory=list)
+    cooccurrences: list[tuple[str, str, float]] = field(default_factory=list)
+
+    def edges_by_batch(self, batch_size: int) -> dict[int | None, _Edges]:
+        """Each edge goes with the batch that writes the last of its memories (None: a memory
+        the file does not hold, so the edge is written after every batch)."""
+        batch_of = {record["id"]: position // batch_size for position, record in enumerate(self.engrams)}
+        edges: dict[int | None, _Edges] = {}
+
+        def slot(*engram_ids: str) -> _Edges:
+            batches = [batch_of.get(engram_id) for engram_id in engram_ids]
+            key = None if None in batches else max(b for b in batches if b is not None)
+            return edges.setdefault(key, _Edges())
+
+        for engram_id, names in self.links.items():
+            slot(engram_id).links[engram_id] = names
+        for engram_id, relations in self.relations.items():
+            slot(engram_id).relations.extend(relations)
+        for association in self.associations:
+            slot(association.source_id, association.target_id).associations.append(association)
+        return edges
+
+    @classmethod
+    def of(cls, records: Iterable[dict[str, Any]]) -> _ImportPlan:
+        plan = cls()
+        for record in records:
+            plan.add(record)
+            plan.count += 1
+        return plan
+
+    def add(self, record: dict[str, Any]) -> None:
         kind = record.get("kind")
         if kind == "meta":
             if record["key"] not in LOCAL_META_KEYS:
-                store.set_meta(record["key"], str(record["value"]))
+                self.meta.append((record["key"], str(record["value"])))
         elif kind == "engram":
-            if store.get_engram(record["id"]) is None:
-                store.create_engram(engram_from_record(record))
+            self.engrams.append(record)
         elif kind == "cue":
-            cue = Cue(
-                id=record["id"],
-                name=record["name"],
-                cue_type=record.get("cue_type", "keyword"),
-                embedding=record.get("embedding"),
+            self.cues.append(
+                Cue(
+                    id=record["id"],
+                    name=record["name"],
+                    cue_type=record.get("cue_type", "keyword"),
+                    embedding=record.get("embedding"),
+                )
             )
-            cue_ids[cue.name] = store.upsert_cue(cue).id
         elif kind == "encoded_by":
-            store.link_cue(record["engram_id"], cue_id(record["cue"]))
+            self.links.setdefault(record["engram_id"], []).append(record["cue"])
         elif kind == "associated_with":
-            store.associate(
+            self.associations.append(
                 Association(
                     source_id=record["source_id"],
                     target_id=record["target_id"],
@@ -197,24 +301,15 @@ def import_into(store: GraphStore, records: Iterable[dict[str, Any]]) -> int:
                 )
             )
         elif kind == "co_occurs":
-            cue_id(record["source"])
-            cue_id(record["target"])
-            store.add_cooccurrence(
-                record["source"], record["target"], float(record["strength"]), replace=True
-            )
+            self.cooccurrences.append((record["source"], record["target"], float(record["strength"])))
         elif kind == "relates_to":
-            cue_id(record["source"])
-            cue_id(record["target"])
-            store.add_relation(
-                Relation(
-                    source=record["source"],
-                    relation=record["relation"],
-                    target=record["target"],
-                    engram_id=record.get("engram_id", ""),
-                    created_at=_dt(record["created_at"]),
-                )
+            relation = Relation(
+                source=record["source"],
+                relation=record["relation"],
+                target=record["target"],
+                engram_id=record.get("engram_id", ""),
+                created_at=_dt(record["created_at"]),
             )
+            self.relations.setdefault(relation.engram_id, []).append(relation)
         else:
             raise ValueError(f"unknown record kind {kind!r}: not a Smriti export")
-        applied += 1
-    return applied

@@ -47,19 +47,27 @@ class EngramTable:
         self.db, self.caches, self.dims = db, caches, dims
 
     @written
-    def create(self, engram: Engram) -> None:
-        """Insert a new engram and its FTS row; an existing id raises StoreError."""
-        schema.check_dims(engram.embedding, self.dims, f"the embedding of engram {engram.id}")
+    def create(self, engrams: Sequence[Engram]) -> None:
+        """Insert new engrams and their FTS rows (two ``executemany``: a bulk import writes
+        thousands per transaction); an existing id raises StoreError and writes nothing."""
+        for engram in engrams:
+            schema.check_dims(engram.embedding, self.dims, f"the embedding of engram {engram.id}")
         try:
-            rowid = self.db.write(schema.INSERT_ENGRAM, schema.engram_params(engram)).lastrowid
+            self.db.write_many(schema.INSERT_ENGRAM, [schema.engram_params(e) for e in engrams])
         except StoreError as error:
-            raise StoreError(f"cannot create engram {engram.id!r}: {error.__cause__ or error}") from error
-        self.db.write(
-            "INSERT INTO engram_fts (rowid, terms) VALUES (?, ?)",
-            (rowid, fts_terms(engram.content, engram.summary)),
+            which = engrams[0].id if len(engrams) == 1 else f"{len(engrams)} engrams"
+            raise StoreError(f"cannot create engram {which!r}: {error.__cause__ or error}") from error
+        self.db.write_many(
+            "INSERT INTO engram_fts (rowid, terms) SELECT rowid, ? FROM engram WHERE id = ?",
+            [(fts_terms(e.content, e.summary), e.id) for e in engrams],
         )
-        id_, memory_type, embedding = engram.id, engram.memory_type, engram.embedding
-        self.db.after_commit(lambda: self.caches.added(id_, memory_type, embedding))
+        added = [(e.id, e.memory_type, e.embedding) for e in engrams]
+
+        def announce() -> None:
+            for entry in added:
+                self.caches.added(*entry)
+
+        self.db.after_commit(announce)
 
     def get(self, ids: Sequence[str]) -> list[Engram]:
         if not ids:

@@ -132,7 +132,10 @@ class SqliteStore(StoreBase):
     # -- engrams -------------------------------------------------------------------------------------
     def create_engram(self, engram: Engram) -> None:
         """Insert a new engram; an existing id raises StoreError."""
-        self.engrams.create(engram)
+        self.engrams.create([engram])
+
+    def create_engrams(self, engrams: Sequence[Engram]) -> None:
+        self.engrams.create(engrams)
 
     def get_engrams(self, ids: Sequence[str]) -> list[Engram]:
         return self.engrams.get(ids)
