@@ -303,3 +303,21 @@ def app_module():
     import smriti.cli
 
     return smriti.cli
+
+
+def test_a_remote_recreated_empty_is_refilled_by_the_next_sync(git_settings, remotes, runtimes):
+    import shutil
+
+    repository = bare_repository(remotes)
+    runtime = runtimes(git_settings)
+    fill(runtime.memory)
+    assert runtime.sync()["pushed"] is True
+
+    shutil.rmtree(repository)
+    bare_repository(remotes)  # the same URL, an empty repository
+
+    again = runtime.sync()  # the memory is unchanged, but the remote lost it
+    assert again["pushed"] is True, again
+    assert json.loads(remote_file(repository, "manifest.json"))["counts"]["engrams"] == 6
+    assert runtime.backup_status()["last_error"] is None
+    assert runtime.sync()["reason"] == "unchanged"  # and from then on nothing more to do

@@ -207,3 +207,29 @@ def test_unreachable_endpoint_is_retried_and_reported(s3_settings, runtimes):
         runtime.sync()
     status = runtime.backup_status()
     assert status["last_success"] is None and status["last_error"]
+
+
+def test_a_bucket_deleted_while_running_is_created_again_and_refilled(s3_settings, s3, runtimes):
+    bucket = s3_settings.s3_bucket
+    runtime = runtimes(s3_settings)
+    fill(runtime.memory)
+    assert runtime.sync()["pushed"] is True
+
+    # Someone empties and deletes the bucket while the server runs.
+    for key in ("alice/memory.jsonl", "alice/manifest.json"):
+        s3.delete_object(Bucket=bucket, Key=key)
+    s3.delete_bucket(Bucket=bucket)
+
+    # The memory did not change, yet the backup is gone: the sync must notice and push again.
+    again = runtime.sync()
+    assert again["pushed"] is True, again
+    assert json.loads(read(s3, bucket, "alice/manifest.json"))["counts"]["engrams"] == 6
+
+    # And a change after another deletion is pushed too (the "bucket exists" memo is dropped).
+    s3.delete_object(Bucket=bucket, Key="alice/memory.jsonl")
+    s3.delete_object(Bucket=bucket, Key="alice/manifest.json")
+    s3.delete_bucket(Bucket=bucket)
+    runtime.memory.store("Dana moved the nightly Atlas reports to Thursday mornings.")
+    third = runtime.sync()
+    assert third["pushed"] is True, third
+    assert json.loads(read(s3, bucket, "alice/manifest.json"))["counts"]["engrams"] == 7

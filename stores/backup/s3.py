@@ -108,8 +108,23 @@ class S3Remote:
 
     # ------------------------------------------------------------------ Remote
     def push(self, snapshot: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-        """Upload the snapshot, then the manifest naming it."""
+        """Upload the snapshot, then the manifest naming it.
+
+        A bucket deleted while the server runs is created again: "the bucket exists" is only
+        remembered until S3 says otherwise.
+        """
         self._ensure_bucket()
+        try:
+            return self._put(snapshot, manifest)
+        except RemoteError as error:
+            if getattr(error, "code", "") != "NoSuchBucket":
+                raise
+            logger.warning("%s: the bucket is gone; creating it again", self.location)
+            self._bucket_ready = False
+            self._ensure_bucket()
+            return self._put(snapshot, manifest)
+
+    def _put(self, snapshot: Path, manifest: dict[str, Any]) -> dict[str, Any]:
         with snapshot.open("rb") as body:
             put = self._call(
                 "put_object",

@@ -179,7 +179,7 @@ class Backup:
             snapshot = self.state_dir / ".backup-snapshot.jsonl"
             try:
                 sha, counts = self.snapshot(snapshot)
-                if sha == self._state.get("last_pushed_sha256"):
+                if sha == self._state.get("last_pushed_sha256") and self._remote_still_has_it():
                     return SyncResult(False, "unchanged", sha, counts, now, location=location)
                 if self._would_erase_backup(counts):
                     raise BackupError(_empty_local_message(location))
@@ -200,6 +200,20 @@ class Backup:
             self.save_state(last_pushed_sha256=sha, last_success=now, last_error=None, last_sync=record)
             logger.info("backup pushed to %s (%s)", location, revision)
             return SyncResult(True, "pushed", sha, counts, now, revision, location, attempts)
+
+    def _remote_still_has_it(self) -> bool:
+        """False when the remote holds no backup although we pushed one (a repository or bucket
+        re-created empty): the unchanged memory is pushed again instead of "unchanged" forever.
+
+        A remote holding another snapshot (another machine synced since) is left alone.
+        """
+        manifest, _ = self.retrying(self.remote.manifest)
+        if manifest is None:
+            logger.warning(
+                "backup at %s is empty although this memory was pushed: pushing again", self.remote.location
+            )
+            return False
+        return True
 
     def _would_erase_backup(self, counts: dict[str, int]) -> bool:
         """An empty store that never synced here must not overwrite a real backup (new machine)."""
