@@ -69,6 +69,10 @@ class Settings(BaseSettings):
     # --- backups --------------------------------------------------------------------------
     backup_type: Literal["none", "github", "s3"] = "none"
     backup_sync_interval: int = Field(default=60, ge=0)
+    # A sync gives up after this long, retries included (a remote that never answers must not
+    # hold the server); the sync at shutdown gets the shorter budget.
+    backup_sync_timeout: float = Field(default=60.0, gt=0)
+    backup_shutdown_timeout: float = Field(default=10.0, gt=0)
     backup_restore_on_start: bool = Field(
         default=False, description="restore the latest backup at start when the local memory is empty"
     )

@@ -39,7 +39,7 @@ class Runtime:
         """Run consolidation now; returns the report (with its trace). ``on_step(name)`` reports progress."""
         return self.memory.consolidate(on_step=on_step)
 
-    def sync(self) -> dict[str, Any]:
+    def sync(self, timeout: float | None = None) -> dict[str, Any]:
         """Push the user's memory to the backup now (skipped when unchanged since the last push).
 
         Raises:
@@ -48,7 +48,7 @@ class Runtime:
         """
         if self.backup is None:
             raise BackupDisabled(BACKUP_DISABLED_MESSAGE)
-        result = _as_dict(self.backup.sync())
+        result = _as_dict(self.backup.sync(timeout))
         if result.get("error"):
             # why: the backup already recorded the failure; on demand the caller must see it too
             attempts = result.get("attempts") or 0
@@ -143,7 +143,8 @@ def close_runtime(runtime: Runtime, final_sync: bool = True) -> None:
     """Final backup sync (when enabled), then close the database; never raises for the sync."""
     try:
         if final_sync and runtime.backup is not None:
-            runtime.sync()
+            # bounded: a remote that never answers must not hold the shutdown for minutes
+            runtime.sync(timeout=runtime.settings.backup_shutdown_timeout)
             logger.info("final backup sync done")
     except Exception:
         logger.exception("final backup sync failed; the local database is intact")

@@ -321,3 +321,55 @@ def test_a_remote_recreated_empty_is_refilled_by_the_next_sync(git_settings, rem
     assert json.loads(remote_file(repository, "manifest.json"))["counts"]["engrams"] == 6
     assert runtime.backup_status()["last_error"] is None
     assert runtime.sync()["reason"] == "unchanged"  # and from then on nothing more to do
+
+
+def test_a_remote_that_never_answers_bounds_sync_and_shutdown(settings, runtimes):
+    """A git remote that accepts the connection and says nothing: a sync gives up within its
+    BACKUP_SYNC_TIMEOUT (once 183 s), and the sync at shutdown within BACKUP_SHUTDOWN_TIMEOUT."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept_and_stay_silent() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept_and_stay_silent, daemon=True)
+    thread.start()
+    try:
+        port = listener.getsockname()[1]
+        silent = with_settings(
+            settings,
+            backup_type="github",
+            git_base_url=f"http://127.0.0.1:{port}/never",
+            backup_sync_timeout=3.0,
+            backup_shutdown_timeout=2.0,
+        )
+        runtime = open_runtime(silent)
+        fill(runtime.memory)
+
+        started = time.monotonic()
+        result = runtime.backup.sync()
+        assert result.reason == "failed" and "time" in result.error, result
+        assert time.monotonic() - started < 8
+
+        started = time.monotonic()
+        close_runtime(runtime)  # final sync, bounded, then the database closes
+        assert time.monotonic() - started < 6
+        assert (
+            runtime.memory.context.store.closed if hasattr(runtime.memory.context.store, "closed") else True
+        )
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        for connection in accepted:
+            connection.close()
+        listener.close()

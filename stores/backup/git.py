@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ class GitRemote:
         self.location = self.url
         self.clone_dir = Path(clone_dir)
         self.timeout = timeout
+        self.deadline: float | None = None
         if shutil.which("git") is None:
             raise BackupError("BACKUP_TYPE=github needs the `git` command, which is not installed")
 
@@ -66,6 +68,11 @@ class GitRemote:
             "LC_ALL": "C",
         }
         error_type = RemoteError if network else BackupError
+        timeout = self.timeout
+        if self.deadline is not None:
+            timeout = min(timeout, self.deadline - time.monotonic())
+            if timeout <= 0:
+                raise error_type(f"git {args[0]} ({self.url}): the sync ran out of time")
         try:
             done = subprocess.run(
                 ["git", *_IDENTITY, *args],
@@ -73,11 +80,11 @@ class GitRemote:
                 env=env,
                 stdout=stdout if stdout is not None else subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                timeout=self.timeout,
+                timeout=timeout,
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            raise error_type(f"git {args[0]} ({self.url}) timed out after {self.timeout:g}s") from None
+            raise error_type(f"git {args[0]} ({self.url}) timed out after {timeout:.3g}s") from None
         output = done.stdout.decode("utf-8", "replace") if isinstance(done.stdout, bytes) else ""
         if done.returncode != 0:
             message = done.stderr.decode("utf-8", "replace") or output

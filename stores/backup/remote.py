@@ -22,6 +22,8 @@ class Remote(Protocol):
     """Moves the two backup files to and from one remote location."""
 
     location: str
+    # Set by the backup around a sync (time.monotonic() seconds): no call may run past it.
+    deadline: float | None
 
     def push(self, snapshot: Path, manifest: dict[str, Any]) -> dict[str, Any]:
         """Store ``snapshot`` then ``manifest``; idempotent; returns at least ``revision``.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,7 @@ class S3Remote:
         self.prefix = f"{user}/"
         self.location = f"s3://{bucket}/{self.prefix}"
         self._bucket_ready = False
+        self.deadline: float | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, user: str, timeout: float = 30.0) -> S3Remote:
@@ -78,6 +80,8 @@ class S3Remote:
         """One S3 call; every failure becomes a one-line RemoteError (retryable)."""
         from botocore.exceptions import BotoCoreError, ClientError
 
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise RemoteError(f"S3 {operation} on {self.location}: the sync ran out of time")
         try:
             return getattr(self.client, operation)(Bucket=self.bucket, **params)
         except ClientError as error:

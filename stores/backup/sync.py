@@ -9,13 +9,21 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_before_delay,
+    wait_exponential,
+)
+from tenacity.stop import stop_base
 
 from smriti.stores.backup.remote import BackupError, Remote, RemoteError
 from smriti.stores.base import utcnow, validate_user_name
@@ -79,8 +87,10 @@ class Backup:
         on_restored: Callable[[], Any] | None = None,
         retry: RetryPolicy | None = None,
         embedding_dims: int | None = None,
+        sync_timeout: float = 60.0,
     ) -> None:
         self.store, self.remote, self.kind = store, remote, kind
+        self.sync_timeout = sync_timeout
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.write_lock = lock if lock is not None else nullcontext()
@@ -154,8 +164,12 @@ class Backup:
             )
 
         policy = self.retry
+        deadline = getattr(self.remote, "deadline", None)
+        stop: stop_base = stop_after_attempt(max(1, policy.attempts))
+        if deadline is not None:  # no new attempt once the sync's time is up
+            stop = stop | stop_before_delay(max(0.0, deadline - time.monotonic()))
         retrying = Retrying(
-            stop=stop_after_attempt(max(1, policy.attempts)),
+            stop=stop,
             wait=wait_exponential(multiplier=policy.initial_delay, max=policy.max_delay),
             retry=retry_if_exception_type(RemoteError),
             before_sleep=log_retry,
@@ -168,13 +182,14 @@ class Backup:
             raise
 
     # ------------------------------------------------------------------ sync
-    def sync(self) -> SyncResult:
+    def sync(self, timeout: float | None = None) -> SyncResult:
         """Push a snapshot if the memory changed since the last push.
 
         Never raises for a failing remote or export: the failure is recorded (``status()``)
         and returned in the result with ``error`` set; the local store is never touched.
+        The remote gets ``timeout`` seconds (default ``sync_timeout``), retries included.
         """
-        with self._busy:
+        with self._busy, self.remote_deadline(timeout if timeout is not None else self.sync_timeout):
             now, location = utcnow().isoformat(), self.remote.location
             snapshot = self.state_dir / ".backup-snapshot.jsonl"
             try:
@@ -200,6 +215,16 @@ class Backup:
             self.save_state(last_pushed_sha256=sha, last_success=now, last_error=None, last_sync=record)
             logger.info("backup pushed to %s (%s)", location, revision)
             return SyncResult(True, "pushed", sha, counts, now, revision, location, attempts)
+
+    @contextmanager
+    def remote_deadline(self, seconds: float) -> Iterator[None]:
+        """Every remote call made inside ends by ``seconds`` from now (the remote reads its
+        ``deadline``: git caps each command's timeout by it)."""
+        self.remote.deadline = time.monotonic() + seconds
+        try:
+            yield
+        finally:
+            self.remote.deadline = None
 
     def _remote_still_has_it(self) -> bool:
         """False when the remote holds no backup although we pushed one (a repository or bucket
@@ -285,4 +310,5 @@ def make_backup(
         on_restored=on_restored,
         retry=retry,
         embedding_dims=settings.embedding_dims,
+        sync_timeout=settings.backup_sync_timeout,
     )
