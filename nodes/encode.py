@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
@@ -57,7 +58,11 @@ def embed(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     expected = runtime.context.settings.embedding_dims
     if len(vector) != expected:
         raise StoreError(f"the embedder returned {len(vector)} dimensions, EMBEDDING_DIMS is {expected}")
-    return {"embedding": [float(x) for x in vector], "_notes": f"{len(vector)} dimensions"}
+    embedding = [float(x) for x in vector]
+    if not all(math.isfinite(x) for x in embedding):
+        # A NaN or infinite vector scores NaN against every query: the memory could never be found.
+        raise StoreError("the embedder returned NaN or infinite values; nothing was stored")
+    return {"embedding": embedding, "_notes": f"{len(vector)} dimensions"}
 
 
 @traced("dedupe")

@@ -288,3 +288,34 @@ def test_without_paths_keeps_only_the_last_component(text, expected):
     from smriti.server import without_paths
 
     assert without_paths(text) == expected
+
+
+class NaNEmbeddings:
+    """An embedding endpoint that answers with NaN and infinity."""
+
+    def embed_documents(self, texts):
+        return [[float("nan"), float("inf")] + [0.1] * (len(text) % 1 + 62) for text in texts]
+
+    def embed_query(self, text):
+        return self.embed_documents([text])[0]
+
+
+def test_nan_or_infinite_embeddings_are_refused_and_nothing_is_stored(server_settings, monkeypatch):
+    import smriti.server as server_module
+
+    real_open = server_module.open_runtime
+
+    def open_with_nan_embedder(settings, *args, **kwargs):
+        runtime = real_open(settings, *args, **kwargs)
+        runtime.memory.context.embedder = NaNEmbeddings()  # only the model is faked
+        return runtime
+
+    monkeypatch.setattr(server_module, "open_runtime", open_with_nan_embedder)
+
+    async def main() -> None:
+        async with Client(build_server(server_settings)) as client:
+            result = await client.call_tool("smriti_store", {"content": "Redis streams back the job queue."})
+            assert result.is_error and "NaN or infinite" in result.content[0].text, result.content[0].text
+            assert await engram_count(client) == 0
+
+    anyio.run(main)
