@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint format bench clean
+.PHONY: install run test lint format bench bench-scale clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,16 @@ bench: $(BENCH_STAMP)
 	$(PY) bench/hotpotqa.py --embedder minilm
 	$(PY) bench/scaling.py
 	$(PY) bench/leiden_bench.py
+
+# The scale benchmark through MCP (bench/scale_mcp.py) compares against the MCP reference memory
+# server, installed from npm into bench/node_modules (gitignored). SIZES=1000 for a quick run.
+SIZES ?= 1000 10000
+REFERENCE_STAMP := bench/node_modules/@modelcontextprotocol/server-memory/package.json
+$(REFERENCE_STAMP):
+	npm install --no-save --no-audit --no-fund --prefix bench @modelcontextprotocol/server-memory
+
+bench-scale: $(STAMP) $(REFERENCE_STAMP)
+	$(PY) bench/scale_mcp.py --sizes $(SIZES) --json bench/.cache/scale_mcp.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
