@@ -34,15 +34,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from smriti.bench.common import command_line, data_dir, write_section
-from smriti.bench.scale_report import render
-from smriti.bench.scale_session import (
+# The in-process numpy floor answers one query on one thread, as a server request would; with
+# BLAS threads a busy second core turns its 0.1-2 ms into tens of ms. Set before numpy loads;
+# the servers this benchmark starts get the environment without these settings.
+_BLAS_ONE_THREAD = {v: "1" for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+_BLAS_ONE_THREAD = {k: v for k, v in _BLAS_ONE_THREAD.items() if k not in os.environ}
+os.environ.update(_BLAS_ONE_THREAD)
+
+from smriti.bench.common import command_line, data_dir, write_section  # noqa: E402
+from smriti.bench.scale_report import render  # noqa: E402
+from smriti.bench.scale_session import (  # noqa: E402
     REFERENCE_MAX_DEFAULT,
     falkordb_server,
     http_phase,
@@ -73,6 +82,8 @@ def server_env(storage: Path, dims: int, user: str, falkor_port: int | None) -> 
         "BACKUP_TYPE": "none",
         "LOG_LEVEL": "WARNING",
     }
+    for name in _BLAS_ONE_THREAD:
+        env.pop(name, None)
     if falkor_port is not None:
         env.update(DB_TYPE="falkordb", FALKOR_ADDR=f"127.0.0.1:{falkor_port}", FALKOR_ISOLATION="tenant")
     return env
@@ -161,6 +172,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--no-results", action="store_true", help="do not write RESULTS.md")
     parser.add_argument("--json", default="-", help="JSON report file, - for stdout (default)")
     args = parser.parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM (timeout, kill) unwinds like ^C, so the import and servers started are stopped.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     command = command_line("bench/scale_mcp.py", argv)
     report: dict[str, Any] = {
         "command": command,

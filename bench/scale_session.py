@@ -125,6 +125,8 @@ def run_import(records: Path, env: dict[str, str], size: int, timeout: float, lo
                 "load": load(),
                 "error": f"timed out after {timeout:.0f} s (cap); log: {_tail(log)}",
             }
+        finally:  # the benchmark itself stopped (SIGTERM, ^C): take the import down with it
+            _stop(process)
     seconds = time.perf_counter() - started
     if code != 0:
         return {"status": "failed", "seconds": seconds, "load": load(), "error": f"exit {code}: {_tail(log)}"}
