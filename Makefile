@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck format bench clean
+.PHONY: install run test lint typecheck format bench bench-scale clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,8 +29,14 @@ $(ADAPTERS_STAMP): tests/adapters-requirements.txt
 	$(ADAPTERS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/adapters-requirements.txt
 	touch $@
 
+# The MCP reference memory server, the scale benchmark's baseline (its smoke test compares
+# against it too), from npm into bench/node_modules (gitignored).
+REFERENCE_STAMP := bench/node_modules/@modelcontextprotocol/server-memory/package.json
+$(REFERENCE_STAMP):
+	npm install --no-save --no-audit --no-fund --prefix bench @modelcontextprotocol/server-memory
+
 # Most tests wait on subprocesses and sockets, not the CPU: four workers on two cores.
-test: $(STAMP) $(ADAPTERS_STAMP)
+test: $(STAMP) $(ADAPTERS_STAMP) $(REFERENCE_STAMP)
 	$(PY) -m pytest -n 4
 
 lint: $(STAMP) typecheck
@@ -67,6 +73,12 @@ bench: $(BENCH_STAMP)
 	$(PY) -m bench.hotpotqa --embedder minilm
 	$(PY) -m bench.scaling
 	$(PY) -m bench.leiden_bench
+
+# The scale benchmark through MCP (bench/scale_mcp.py) compares against the MCP reference memory
+# server, installed from npm into bench/node_modules (gitignored). SIZES=1000 for a quick run.
+SIZES ?= 1000 10000
+bench-scale: $(STAMP) $(REFERENCE_STAMP)
+	$(PY) -m bench.scale_mcp --sizes $(SIZES) --json bench/.cache/scale_mcp.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
