@@ -9,6 +9,25 @@ insert into the graph costs ~2 ms, too slow for the store path) and sorts by (-s
 Every path breaks ties by id, so the insertion order (a restore, a re-import) never changes
 what comes back.
 
+Measured in-process on the 2-core development machine (load average 3-5: shared), hashing
+embeddings (1,536 dims) of HotpotQA passages and sentences and LoCoMo turns, 300 questions:
+
+=====================  ==========  ===========
+                       10k         100k
+=====================  ==========  ===========
+exact p50              4.4 ms      57 ms
+HNSW p50 (es 256)      ~3-8 ms     4.5 ms (5.3 ms memory-mapped)
+recall@10 es 64/128    0.981/0.996 0.951/0.976
+recall@10 es 256       0.998       0.990
+build (nice 19)        20 s        241 s
+saved file             66 MB       606 MB
+=====================  ==========  ===========
+
+``add`` costs ~40 us (a graph insert ~2 ms); 1,000 queued adds are indexed in the background
+in under a second at 10k. Opening the saved 100k graph takes 0.2-0.3 s and needs ~67 MB of
+anonymous memory (the rest is the file's page cache); its first query takes ~25 ms with the
+file in the page cache and ~0.6 s after dropping the caches.
+
 Keys: each add gets the next integer key; usearch stores vectors under these keys. Keys below
 ``_indexed`` live in the graph (or are dead), keys from ``_indexed`` on live in ``_matrix``
 (row ``key - _indexed``): indexed vectors are not kept twice in RAM.
@@ -43,8 +62,10 @@ class VectorCache:
 
     Args:
         dims: the embedding dimension.
-        ann_threshold: build an HNSW graph once the cache holds at least this many vectors
-            (None: always exact).
+        ann_threshold: build an HNSW graph once the cache holds at least this many vectors;
+            None (the default, what the Kuzu/LadybugDB store gets) keeps it exact. Owners opt in
+            with :data:`ANN_THRESHOLD`. Not by default: once usearch is loaded, LadybugDB's
+            offline ``INSTALL`` of its extensions crashes the process.
         index_path: where to keep the built graph between runs (e.g. ``memory.sqlite.vectors``
             beside the database); None keeps it in memory only.
         params: HNSW parameters.
@@ -61,7 +82,7 @@ class VectorCache:
         self,
         dims: int,
         *,
-        ann_threshold: int | None = ANN_THRESHOLD,
+        ann_threshold: int | None = None,
         index_path: str | os.PathLike[str] | None = None,
         params: AnnParams | None = None,
     ) -> None:
