@@ -150,3 +150,14 @@ def test_below_the_threshold_no_graph_is_built() -> None:
     cache.load(_rows(_vectors(300)))
     assert cache.wait_idle(5) and not cache.ann_ready
     assert cache.search(_vectors(1, seed=4)[0], 3)
+
+
+def test_queries_run_while_the_thread_indexes_a_stream_of_adds() -> None:
+    vectors = _vectors(1800)
+    cache = _built(_rows(vectors[:600]))
+    for i, vector in enumerate(vectors[600:]):
+        cache.add(f"s{i:05d}", "semantic", vector.tolist())
+        if i % 100 == 0:  # the thread is inserting batches meanwhile: every vector still answers
+            assert cache.search(vector, 1)[0][0] == f"s{i:05d}"
+            assert cache.search(vectors[i % 600], 1)[0][0] == f"m{i % 600:06d}"
+    assert cache.wait_idle(30) and cache._indexed == 1800
