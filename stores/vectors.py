@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 ANN_THRESHOLD = 20_000
+RARE = 2_000  # a memory type with at most this many indexed vectors is scored exactly
 BATCH = 256  # vectors per background insert (~0.5 s on 2 cores; queries wait at most that)
 
 
@@ -326,6 +327,23 @@ class VectorCache:
         if not matching:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         in_graph = len(self._index)
+        if matching <= RARE and matching * 20 < in_graph:
+            # A rare memory type: most graph candidates would be of other types. Scoring its
+            # few vectors exactly is cheaper and exact.
+            found = np.flatnonzero(usable)
+        else:
+            found = self._graph_candidates(query, k, usable, matching, in_graph)
+        if not len(found):
+            return found, np.zeros(0, dtype=np.float32)
+        with self._ann_lock:
+            vectors = np.asarray(self._index.get(found.astype(np.uint64)), dtype=np.float32)
+        norms = np.linalg.norm(vectors, axis=1).astype(np.float32)
+        return found, cosine(query, vectors, norms)
+
+    def _graph_candidates(
+        self, query: np.ndarray, k: int, usable: np.ndarray, matching: int, in_graph: int
+    ) -> np.ndarray:
+        assert self._index is not None
         # Dead keys and other memory types take places among the candidates: ask for more.
         fetch = min(in_graph, int(max(4 * k, 50) * max(1.0, in_graph / matching)))
         while True:
@@ -336,12 +354,7 @@ class VectorCache:
             if len(found) >= min(k, matching) or fetch >= in_graph:
                 break
             fetch = min(in_graph, 4 * fetch)
-        if not len(found):
-            return found, np.zeros(0, dtype=np.float32)
-        with self._ann_lock:
-            vectors = np.asarray(self._index.get(found.astype(np.uint64)), dtype=np.float32)
-        norms = np.linalg.norm(vectors, axis=1).astype(np.float32)
-        return found, cosine(query, vectors, norms)
+        return found
 
     def _top(self, keys: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[str, float]]:
         """The k best (id, score), ties by id: every key scoring at least the k-th best score
@@ -442,8 +455,8 @@ class VectorCache:
         done = 0
         while True:
             with self._lock:
-                if epoch != self._epoch:
-                    return True
+                if epoch != self._epoch or self._closed:  # close() does not wait for a build
+                    return False
                 size = len(self._ids)
                 start = done
                 end = min(size, done + 8 * BATCH)

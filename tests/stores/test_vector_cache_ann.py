@@ -161,3 +161,12 @@ def test_queries_run_while_the_thread_indexes_a_stream_of_adds() -> None:
             assert cache.search(vector, 1)[0][0] == f"s{i:05d}"
             assert cache.search(vectors[i % 600], 1)[0][0] == f"m{i % 600:06d}"
     assert cache.wait_idle(30) and cache._indexed == 1800
+
+
+def test_a_rare_memory_type_is_scored_exactly_among_the_indexed() -> None:
+    vectors = _vectors(1000)
+    rows = [(id_, "episodic" if i % 100 else "procedural", v) for i, (id_, _, v) in enumerate(_rows(vectors))]
+    exact, approximate = _cache(threshold=None), _built(rows)
+    exact.load(rows)
+    for query in _vectors(5, seed=5):
+        assert approximate.search(query, 5, "procedural") == exact.search(query, 5, "procedural")
