@@ -114,6 +114,7 @@ class VectorCache:
         self._matrix = np.zeros((0, self.dims), dtype=np.float32)  # keys _indexed.. (+ capacity)
         self._norms = np.zeros(0, dtype=np.float32)
         self._index: Index | None = None
+        self._pinned: list[np.ndarray] = []  # arrays whose rows the graph uses in place
         self._view = False  # the graph is a read-only memory map of index_path
         self._indexed = 0
         self._unremoved: list[int] = []  # dead keys still in the graph
@@ -447,7 +448,7 @@ class VectorCache:
             with self._lock:
                 if epoch == self._epoch:
                     with self._ann_lock:
-                        self._index, self._view = graph, False
+                        self._index, self._view, self._pinned = graph, False, []
             return True
         self._apply_batch(epoch)
         return True
@@ -455,6 +456,7 @@ class VectorCache:
     def _build(self, epoch: int) -> bool:
         """Build a graph over every vector (called with the lock held; releases it while adding)."""
         graph = ann.new_index(self.dims, self.params)
+        pinned: list[np.ndarray] = []
         done = 0
         while True:
             with self._lock:
@@ -465,13 +467,14 @@ class VectorCache:
                 end = min(size, done + 8 * BATCH)
                 if end - start < BATCH // 4:
                     break  # the rest goes in with the lock held, then the graph takes over
-                keys = np.arange(start, end)
-                keys = keys[self._alive[start:end]]
-                vectors = self._matrix[keys - self._indexed].copy()
+                # The graph uses these rows in place (copy=False): no second copy of the vectors
+                # while it is built. Dead rows go in too and are removed at the end.
+                if not any(array is self._matrix for array in pinned):
+                    pinned.append(self._matrix)
+                vectors = self._matrix[start:end]
             self._lock.release()
             try:
-                if len(keys):
-                    graph.add(keys.astype(np.uint64), vectors)
+                graph.add(np.arange(start, end, dtype=np.uint64), vectors, copy=False)
             finally:
                 self._lock.acquire()
             done = end
@@ -484,10 +487,12 @@ class VectorCache:
         dead = dead[np.isin(dead, np.asarray(graph.keys, dtype=np.int64))] if len(dead) else dead
         if len(dead):
             graph.remove(dead.astype(np.uint64))
-        self._matrix = self._matrix[size - self._indexed :].copy()
-        self._norms = self._norms[size - self._indexed :].copy()
+        # Nothing is left in the tail (the lock was held since ``size`` was read); spare
+        # capacity is not copied (it would touch hundreds of MB of untouched zero pages).
+        self._matrix = np.zeros((0, self.dims), dtype=np.float32)
+        self._norms = np.zeros(0, dtype=np.float32)
         with self._ann_lock:
-            self._index, self._view, self._indexed = graph, False, size
+            self._index, self._view, self._indexed, self._pinned = graph, False, size, pinned
         self._changed = size
         self._save_due = self.index_path is not None
         logger.info("built the HNSW vector index over %d vectors", len(self._keys))
