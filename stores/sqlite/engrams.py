@@ -189,6 +189,10 @@ class EngramTable:
     def count(self) -> int:
         return int(self.db.read("SELECT count(*) FROM engram")[0][0])
 
+    def embedded_ids(self) -> list[tuple[str, str]]:
+        """(id, memory_type) of every engram with an embedding: enough to open a saved vector index."""
+        return self.db.read("SELECT id, memory_type FROM engram WHERE embedding IS NOT NULL")
+
     def embeddings(self) -> list[tuple[str, str, bytes]]:
         """(id, memory_type, float32 blob) of every engram with an embedding (the cache's load)."""
         return self.db.read("SELECT id, memory_type, embedding FROM engram WHERE embedding IS NOT NULL")

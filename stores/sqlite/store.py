@@ -86,7 +86,14 @@ class SqliteStore(StoreBase):
         self.user, self.path, self.dims = user, Path(path), dims
         self.db = Database(self.path, user=user, busy_timeout=busy_timeout)
         try:
-            self.index = SearchIndex(self.db, lambda: self.engrams.embeddings(), self.count_engrams, dims)
+            self.index = SearchIndex(
+                self.db,
+                lambda: self.engrams.embeddings(),
+                self.count_engrams,
+                dims,
+                ids=lambda: self.engrams.embedded_ids(),
+                index_path=self.path.with_name(self.path.name + ".vectors"),
+            )
             self.engrams = EngramTable(self.db, self.index, dims)
             self.graph = Graph(self.db, dims)
             with self.db.transaction():
@@ -99,8 +106,8 @@ class SqliteStore(StoreBase):
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:
-        """Release the file; calling it again does nothing."""
-        self.index.invalidate()
+        """Save the vector index, release the file; calling it again does nothing."""
+        self.index.close()
         self.db.close()
 
     def __enter__(self) -> SqliteStore:
