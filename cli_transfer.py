@@ -101,11 +101,21 @@ def import_from(memory: Memory, path: Path, reembed_all: bool = False) -> int:
     if reembed_all:
         records = reembed(records, memory.context.embedder)
     memories = sum(1 for record in records if record.get("kind") == "engram")
+    console = err()
     columns = (TextColumn("importing memories"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err()) as progress:
+    with Progress(*columns, console=console) as progress:
         task = progress.add_task("import", total=memories)
+        written = 0
+
+        def advance(done: int) -> None:
+            nonlocal written
+            written += done
+            progress.advance(task, done)
+            if not console.is_terminal:  # a log or a pipe gets a line per batch instead of a bar
+                console.print(f"imported {written}/{memories} memories")
+
         try:
-            return memory.import_records(records, lambda done: progress.advance(task, done))
+            return memory.import_records(records, advance)
         except (KeyError, TypeError, ValueError) as error:
             raise InvalidInput(f"{path}: import stopped at a malformed record: {error!r}") from None
 

@@ -122,7 +122,9 @@ def test_export_import_round_trip_is_identical_and_idempotent(cli, tmp_path):
     assert {"engram", "cue", "encoded_by"} <= set(before)
     assert len(before["engram"]) == 3
 
-    assert "imported" in ok(cli("import", str(dump), env=target_env))
+    imported = cli("import", str(dump), env=target_env)
+    assert "imported" in ok(imported)
+    assert "imported 3/3 memories" in imported.stderr  # progress counts memories, even without a terminal
     after_first = _records(cli, target_env)
     assert after_first == before
 
