@@ -71,6 +71,24 @@ def test_an_exception_rolls_the_whole_transaction_back(store):
     assert [h.id for h in store.vector_search([1.0] * DIMS, 5)] == ["keep"]  # the cache followed
 
 
+def test_reads_from_short_lived_threads_reuse_pooled_connections(store):
+    # LangGraph runs parallel branches on threads made anew per run: a reader per thread
+    # would open (and keep) a connection for each of them.
+    store.create_engram(Engram(id="p1", content="pooled"))
+    for _ in range(20):
+        workers = [threading.Thread(target=store.count_engrams) for _ in range(3)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(10)
+    assert 1 <= len(store.db._readers) <= 3
+    assert _in_thread(lambda: store.get_engram("p1")).content == "pooled"
+    store.close()
+    assert store.db._readers == []
+    with pytest.raises(StoreError):
+        store.count_engrams()
+
+
 def test_a_second_process_is_refused_while_the_first_holds_the_file(cfg, store):
     with pytest.raises(StoreError, match="locked by another process"):
         open_sqlite(cfg, "alice")  # a second open in one process takes the same flock path
