@@ -21,7 +21,7 @@ ENTITY_FREE_TYPES = frozenset({"keyword", "tag"})
 MAX_SHARED_SHARE = 0.1
 
 
-def embedding_similarities(results: Sequence[Candidate]) -> Callable[[int, int], float]:
+def embedding_similarities(results: Sequence[Candidate]) -> np.ndarray:
     """All pairwise cosines in one matrix product (a pair without embeddings scores 0)."""
     dims = next((len(r.embedding) for r in results if r.embedding is not None), 0)
     matrix = np.zeros((len(results), max(dims, 1)), dtype=np.float32)
@@ -30,8 +30,7 @@ def embedding_similarities(results: Sequence[Candidate]) -> Callable[[int, int],
             matrix[row] = result.embedding
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     matrix = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
-    pairs = np.einsum("ik,jk->ij", matrix, matrix)  # not @: avoids OpenBLAS threads on small inputs
-    return lambda i, j: float(pairs[i, j])
+    return np.einsum("ik,jk->ij", matrix, matrix)  # not @: avoids OpenBLAS threads on small inputs
 
 
 def dedupe_results(
@@ -48,19 +47,25 @@ def dedupe_results(
     ``cross_validated``. Returns copies; the inputs are not changed.
     """
     ordered = sorted(results, key=lambda r: (-r.relevance, r.id))
-    if similarity is None:
-        pairwise = embedding_similarities(ordered)
-    else:
-        pairwise = lambda i, j: similarity(ordered[i], ordered[j])  # noqa: E731
+    pairs = embedding_similarities(ordered) if similarity is None else None
     kept: list[Candidate] = []
     kept_rows: list[int] = []
     for row, candidate in enumerate(ordered):
-        twin_row = next((k for k in kept_rows if pairwise(k, row) > threshold), None)
-        if twin_row is None:
+        # The first kept result (best first) this one is a near-duplicate of, if any.
+        if pairs is not None:
+            # One vectorised comparison per row (compared as float64, as float(pairs[k, row]) was).
+            twins = np.flatnonzero(pairs[kept_rows, row].astype(np.float64) > threshold)
+            index = int(twins[0]) if len(twins) else None
+        else:
+            assert similarity is not None
+            index = next(
+                (i for i, k in enumerate(kept_rows) if similarity(ordered[k], candidate) > threshold), None
+            )
+        if index is None:
             kept.append(copy.copy(candidate))
             kept_rows.append(row)
             continue
-        twin = kept[kept_rows.index(twin_row)]
+        twin = kept[index]
         twin.cross_validated = True
         twin.merged_ids = [*twin.merged_ids, candidate.id, *candidate.merged_ids]
         twin.entities = sorted(set(twin.entities) | set(candidate.entities))

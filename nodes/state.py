@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired, TypedDict, cast
 
+import numpy as np
+
 from smriti.nodes.scoring import ScoringProfile, build_profile
 from smriti.stores.base import NO_CLUSTER, utcnow
 
@@ -173,7 +175,7 @@ class Candidate:
     created_at: datetime = field(default_factory=utcnow)
     last_accessed_at: datetime = field(default_factory=utcnow)
     decay_factor: float = 1.0
-    embedding: list[float] | None = None
+    embedding: np.ndarray | Sequence[float] | None = None  # float32 array when loaded by recall
     source: str = ""
     tags: str = ""
     cluster_id: int = NO_CLUSTER
@@ -201,9 +203,21 @@ class Candidate:
     components: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def from_engram(cls, engram: Engram, cues: Sequence[Cue], hit: Hit | None = None) -> Candidate:
-        """A candidate for ``engram`` with its cues as entities and the signals found so far."""
+    def from_engram(
+        cls,
+        engram: Engram,
+        cues: Sequence[Cue],
+        hit: Hit | None = None,
+        vector: np.ndarray | None = None,
+    ) -> Candidate:
+        """A candidate for ``engram`` with its cues as entities and the signals found so far.
+
+        ``vector`` is the embedding as a float32 array when the store read it so
+        (:class:`~smriti.stores.base.RecallRow`); otherwise ``engram.embedding`` is converted.
+        """
         hit = hit or {}
+        if vector is None and engram.embedding is not None:
+            vector = np.asarray(engram.embedding, dtype=np.float32)
         return cls(
             id=engram.id,
             text=engram.content,
@@ -214,7 +228,7 @@ class Candidate:
             created_at=engram.created_at,
             last_accessed_at=engram.last_accessed_at,
             decay_factor=engram.decay_factor,
-            embedding=engram.embedding,
+            embedding=vector,
             source=engram.source,
             tags=engram.tags,
             cluster_id=engram.cluster_id,

@@ -170,6 +170,17 @@ def engram_from_row(row: Sequence[Any]) -> Engram:
     return Engram(**fields)
 
 
+def engram_and_vector_from_row(row: Sequence[Any]) -> tuple[Engram, np.ndarray | None]:
+    """An Engram without its embedding list, and the embedding as a read-only float32 array
+    over the BLOB (recall's form: no 1,536 Python floats per engram)."""
+    fields = dict(zip(ENGRAM_COLUMNS, row, strict=True))
+    fields["created_at"] = from_db(fields["created_at"])
+    fields["last_accessed_at"] = from_db(fields["last_accessed_at"], fields["created_at"])
+    blob = fields.pop("embedding")
+    vector = None if blob is None else np.frombuffer(blob, dtype="<f4")
+    return Engram(**fields), vector
+
+
 def coerce_field(name: str, value: Any) -> Any:
     """An update value in its column's type (raises ValueError/TypeError on nonsense)."""
     kind = _FIELD_TYPES[name]
