@@ -145,8 +145,7 @@ class Graph:
         if not normalised:
             return {}
         rows = self.db.read(
-            "SELECT c.name, (SELECT count(*) FROM encoded_by x WHERE x.cue = c.rowid) "
-            f"FROM cue c WHERE c.name IN {IDS}",
+            f"SELECT c.name, c.engram_count FROM cue c WHERE c.name IN {IDS}",
             (json.dumps(sorted(set(normalised.values()))),),
         )
         counts = {name: int(n) for name, n in rows}

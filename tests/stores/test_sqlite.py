@@ -89,6 +89,32 @@ def test_reads_from_short_lived_threads_reuse_pooled_connections(store):
         store.count_engrams()
 
 
+def test_cue_engram_counts_follow_links_deletes_and_an_older_file(cfg, store):
+    for eid in ("c1", "c2", "c3"):
+        store.create_engram(Engram(id=eid, content=f"memory {eid}"))
+        store.link_cues(eid, [Cue("shared"), Cue(f"only-{eid}")])
+    store.link_cues("c1", [Cue("shared")])  # idempotent: counted once
+    assert store.cue_engram_counts(["shared", "only-c1"]) == {"shared": 3, "only-c1": 1}
+    store.delete_engram("c1")  # the cascade fires the trigger too
+    assert store.cue_engram_counts(["shared", "only-c1"]) == {"shared": 2, "only-c1": 0}
+    store.close()
+    # A file written before the column existed: the migration adds it and counts once.
+    conn = sqlite3.connect(sqlite_path(cfg, "alice"))
+    conn.executescript(
+        "DROP TRIGGER encoded_by_counted; DROP TRIGGER encoded_by_uncounted; "
+        "ALTER TABLE cue DROP COLUMN engram_count;"
+    )
+    conn.close()
+    again = open_sqlite(cfg, "alice")
+    try:
+        assert again.cue_engram_counts(["shared", "only-c2"]) == {"shared": 2, "only-c2": 1}
+        again.create_engram(Engram(id="c4", content="memory c4"))
+        again.link_cues("c4", [Cue("shared")])
+        assert again.cue_engram_counts(["shared"]) == {"shared": 3}
+    finally:
+        again.close()
+
+
 def test_a_second_process_is_refused_while_the_first_holds_the_file(cfg, store):
     with pytest.raises(StoreError, match="locked by another process"):
         open_sqlite(cfg, "alice")  # a second open in one process takes the same flock path
