@@ -6,7 +6,6 @@ nodes only fetch what they need from the store and the scoring profile.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -62,7 +61,7 @@ def dedupe_results(
                 (i for i, k in enumerate(kept_rows) if similarity(ordered[k], candidate) > threshold), None
             )
         if index is None:
-            kept.append(copy.copy(candidate))
+            kept.append(candidate.copy())
             kept_rows.append(row)
             continue
         twin = kept[index]
@@ -102,7 +101,7 @@ def cross_reference_boost(
             and cue_counts.get(name, 0) >= 2
             and (ceiling is None or cue_counts[name] <= ceiling)
         )
-        item = copy.copy(result)
+        item = result.copy()
         if shared:
             item.relevance = result.relevance * factor
             item.boosted = True
