@@ -20,16 +20,15 @@ ENTITY_FREE_TYPES = frozenset({"keyword", "tag"})
 MAX_SHARED_SHARE = 0.1
 
 
-def embedding_similarities(results: Sequence[Candidate]) -> np.ndarray:
-    """All pairwise cosines in one matrix product (a pair without embeddings scores 0)."""
+def unit_rows(results: Sequence[Candidate]) -> np.ndarray:
+    """The results' embeddings as float32 rows of norm 1 (a zero row without an embedding)."""
     dims = next((len(r.embedding) for r in results if r.embedding is not None), 0)
     matrix = np.zeros((len(results), max(dims, 1)), dtype=np.float32)
     for row, result in enumerate(results):
         if result.embedding is not None:
             matrix[row] = result.embedding
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    matrix = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
-    return np.einsum("ik,jk->ij", matrix, matrix)  # not @: avoids OpenBLAS threads on small inputs
+    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
 
 
 def dedupe_results(
@@ -46,14 +45,18 @@ def dedupe_results(
     ``cross_validated``. Returns copies; the inputs are not changed.
     """
     ordered = sorted(results, key=lambda r: (-r.relevance, r.id))
-    pairs = embedding_similarities(ordered) if similarity is None else None
+    unit = unit_rows(ordered) if similarity is None else None
+    kept_unit = np.empty_like(unit) if unit is not None else None  # kept rows, contiguous
     kept: list[Candidate] = []
     kept_rows: list[int] = []
     for row, candidate in enumerate(ordered):
         # The first kept result (best first) this one is a near-duplicate of, if any.
-        if pairs is not None:
-            # One vectorised comparison per row (compared as float64, as float(pairs[k, row]) was).
-            twins = np.flatnonzero(pairs[kept_rows, row].astype(np.float64) > threshold)
+        if unit is not None and kept_unit is not None:
+            # Cosines with the kept rows only (half the products of the full matrix), in
+            # numpy's own loop, not BLAS (whose threads compete with the database's);
+            # compared as float64, as before.
+            cosines = np.einsum("ij,j->i", kept_unit[: len(kept)], unit[row]).astype(np.float64)
+            twins = np.flatnonzero(cosines > threshold)
             index = int(twins[0]) if len(twins) else None
         else:
             assert similarity is not None
@@ -61,6 +64,8 @@ def dedupe_results(
                 (i for i, k in enumerate(kept_rows) if similarity(ordered[k], candidate) > threshold), None
             )
         if index is None:
+            if kept_unit is not None and unit is not None:
+                kept_unit[len(kept)] = unit[row]
             kept.append(candidate.copy())
             kept_rows.append(row)
             continue
