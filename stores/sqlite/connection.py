@@ -41,6 +41,7 @@ DEFAULT_BUSY_TIMEOUT = 10.0  # seconds a statement waits for another connection'
 # Idle reader connections kept for reuse; more are opened while more threads read at once,
 # and closed when they come back to a full pool.
 MAX_IDLE_READERS = 8
+MMAP_BYTES = 1 << 30  # the first GiB of the file is read through mmap
 
 Params = Sequence[Any] | dict[str, Any]
 
@@ -120,6 +121,10 @@ class Database:
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        # Read pages through a memory map (shared by every connection through the OS page
+        # cache) rather than a pread and copy each: recall's joins touch thousands of engram
+        # pages at 10k memories (engrams_by_cues: ~2x faster measured). Address space only.
+        conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
         return conn
 
     @property
