@@ -5,9 +5,10 @@ AssociatedWith (multi-hop), and find the seed cluster the query is about.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
 from langgraph.runtime import Runtime
 
 from smriti.nodes.scoring import cosine, hop_relevance, rank_fusion
@@ -25,7 +26,13 @@ HOP_WIDTH = 30
 SIGNALS = {"similarity": "similarity", "text": "text_score", "cue": "cue_score"}
 
 
-def fill_similarity(candidate: Candidate, query_embedding: list[float] | None) -> None:
+def query_vector(state: RecallState) -> np.ndarray | None:
+    """The query embedding as a float32 array (converted once per node, not per candidate)."""
+    embedding = state.get("query_embedding")
+    return None if embedding is None else np.asarray(embedding, dtype=np.float32)
+
+
+def fill_similarity(candidate: Candidate, query_embedding: Sequence[float] | np.ndarray | None) -> None:
     """Similarity for hits found without the vector branch, so every candidate has all signals."""
     if query_embedding is not None and candidate.embedding is not None and "vector" not in candidate.origins:
         candidate.similarity = max(0.0, cosine(query_embedding, candidate.embedding))
@@ -65,8 +72,9 @@ def gather(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any
     """Load the engrams the branches hit and fuse their signals into one relevance."""
     hits = state.get("hits", {})
     candidates = load_candidates(runtime.context, sorted(hits), hits, state.get("memory_type"))
+    query = query_vector(state)
     for candidate in candidates:
-        fill_similarity(candidate, state.get("query_embedding"))
+        fill_similarity(candidate, query)
     ranked = branch_scores(candidates)
     for candidate in candidates:
         score_relevance(candidate, ranked, state["mode"])
@@ -90,6 +98,7 @@ def multi_hop(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
     candidates = list(state.get("candidates", []))
     known = {c.id: c for c in candidates}
     frontier = candidates[:HOP_SEEDS]
+    query = query_vector(state)
     added = 0
     for depth in range(1, context.settings.max_hops + 1):
         if not frontier:
@@ -106,7 +115,7 @@ def multi_hop(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
         new = load_candidates(context, sorted(widest), {}, state.get("memory_type"))
         for candidate in new:
             _, via, strength = reached[candidate.id]
-            fill_similarity(candidate, state.get("query_embedding"))
+            fill_similarity(candidate, query)
             score_relevance(candidate, state.get("branch_scores", {}), state["mode"])
             candidate.hops, candidate.via, candidate.origins = depth, via, ["hop"]
             candidate.relevance = hop_relevance(candidate.relevance, known[via].relevance, strength)

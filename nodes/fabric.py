@@ -6,7 +6,6 @@ nodes only fetch what they need from the store and the scoring profile.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -21,17 +20,15 @@ ENTITY_FREE_TYPES = frozenset({"keyword", "tag"})
 MAX_SHARED_SHARE = 0.1
 
 
-def embedding_similarities(results: Sequence[Candidate]) -> Callable[[int, int], float]:
-    """All pairwise cosines in one matrix product (a pair without embeddings scores 0)."""
+def unit_rows(results: Sequence[Candidate]) -> np.ndarray:
+    """The results' embeddings as float32 rows of norm 1 (a zero row without an embedding)."""
     dims = next((len(r.embedding) for r in results if r.embedding is not None), 0)
     matrix = np.zeros((len(results), max(dims, 1)), dtype=np.float32)
     for row, result in enumerate(results):
         if result.embedding is not None:
             matrix[row] = result.embedding
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    matrix = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
-    pairs = np.einsum("ik,jk->ij", matrix, matrix)  # not @: avoids OpenBLAS threads on small inputs
-    return lambda i, j: float(pairs[i, j])
+    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
 
 
 def dedupe_results(
@@ -48,19 +45,31 @@ def dedupe_results(
     ``cross_validated``. Returns copies; the inputs are not changed.
     """
     ordered = sorted(results, key=lambda r: (-r.relevance, r.id))
-    if similarity is None:
-        pairwise = embedding_similarities(ordered)
-    else:
-        pairwise = lambda i, j: similarity(ordered[i], ordered[j])  # noqa: E731
+    unit = unit_rows(ordered) if similarity is None else None
+    kept_unit = np.empty_like(unit) if unit is not None else None  # kept rows, contiguous
     kept: list[Candidate] = []
     kept_rows: list[int] = []
     for row, candidate in enumerate(ordered):
-        twin_row = next((k for k in kept_rows if pairwise(k, row) > threshold), None)
-        if twin_row is None:
-            kept.append(copy.copy(candidate))
+        # The first kept result (best first) this one is a near-duplicate of, if any.
+        if unit is not None and kept_unit is not None:
+            # Cosines with the kept rows only (half the products of the full matrix), in
+            # numpy's own loop, not BLAS (whose threads compete with the database's);
+            # compared as float64, as before.
+            cosines = np.einsum("ij,j->i", kept_unit[: len(kept)], unit[row]).astype(np.float64)
+            twins = np.flatnonzero(cosines > threshold)
+            index = int(twins[0]) if len(twins) else None
+        else:
+            assert similarity is not None
+            index = next(
+                (i for i, k in enumerate(kept_rows) if similarity(ordered[k], candidate) > threshold), None
+            )
+        if index is None:
+            if kept_unit is not None and unit is not None:
+                kept_unit[len(kept)] = unit[row]
+            kept.append(candidate.copy())
             kept_rows.append(row)
             continue
-        twin = kept[kept_rows.index(twin_row)]
+        twin = kept[index]
         twin.cross_validated = True
         twin.merged_ids = [*twin.merged_ids, candidate.id, *candidate.merged_ids]
         twin.entities = sorted(set(twin.entities) | set(candidate.entities))
@@ -97,7 +106,7 @@ def cross_reference_boost(
             and cue_counts.get(name, 0) >= 2
             and (ceiling is None or cue_counts[name] <= ceiling)
         )
-        item = copy.copy(result)
+        item = result.copy()
         if shared:
             item.relevance = result.relevance * factor
             item.boosted = True

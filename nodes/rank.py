@@ -28,7 +28,7 @@ def score(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
     seed = state.get("seed_cluster", -1)
     scored = []
     for candidate in state.get("candidates", []):
-        item = dataclasses.replace(candidate)
+        item = candidate.copy()
         item.score, item.components = profile.score(item, now, seed)
         scored.append(item)
     top = rank(scored)[: state["limit"]]

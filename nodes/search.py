@@ -27,12 +27,13 @@ def candidate_pool(limit: int) -> int:
 def load_candidates(
     context: MemoryContext, ids: list[str], hits: dict[str, Hit], memory_type: str | None
 ) -> list[Candidate]:
-    """Engrams with their cues as candidates, dropping other memory types."""
-    engrams = [
-        e for e in context.store.get_engrams(ids) if memory_type is None or e.memory_type == memory_type
+    """Engrams with their cues as candidates (embeddings as float32 arrays), dropping other
+    memory types."""
+    return [
+        Candidate.from_engram(row.engram, row.cues, hits.get(row.engram.id), row.vector)
+        for row in context.store.recall_rows(ids)
+        if memory_type is None or row.engram.memory_type == memory_type
     ]
-    cues = context.store.cues_of([e.id for e in engrams]) if engrams else {}
-    return [Candidate.from_engram(e, cues.get(e.id, []), hits.get(e.id)) for e in engrams]
 
 
 @traced("validate")

@@ -18,9 +18,11 @@ import operator
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired, TypedDict, cast
+
+import numpy as np
 
 from smriti.nodes.scoring import ScoringProfile, build_profile
 from smriti.stores.base import NO_CLUSTER, utcnow
@@ -173,7 +175,7 @@ class Candidate:
     created_at: datetime = field(default_factory=utcnow)
     last_accessed_at: datetime = field(default_factory=utcnow)
     decay_factor: float = 1.0
-    embedding: list[float] | None = None
+    embedding: np.ndarray | Sequence[float] | None = None  # float32 array when loaded by recall
     source: str = ""
     tags: str = ""
     cluster_id: int = NO_CLUSTER
@@ -200,10 +202,31 @@ class Candidate:
     score: float = 0.0
     components: dict[str, float] = field(default_factory=dict)
 
+    def copy(self) -> Candidate:
+        """A shallow copy (as ``copy.copy``; lists and dicts shared), made field by field:
+        ``copy.copy`` and ``dataclasses.replace`` cost 10-20 us on this many slots, and recall
+        copies every candidate two or three times so each step's output stays as it was."""
+        new = object.__new__(Candidate)
+        for name, value in zip(_CANDIDATE_FIELDS, _candidate_values(self), strict=True):
+            setattr(new, name, value)
+        return new
+
     @classmethod
-    def from_engram(cls, engram: Engram, cues: Sequence[Cue], hit: Hit | None = None) -> Candidate:
-        """A candidate for ``engram`` with its cues as entities and the signals found so far."""
+    def from_engram(
+        cls,
+        engram: Engram,
+        cues: Sequence[Cue],
+        hit: Hit | None = None,
+        vector: np.ndarray | None = None,
+    ) -> Candidate:
+        """A candidate for ``engram`` with its cues as entities and the signals found so far.
+
+        ``vector`` is the embedding as a float32 array when the store read it so
+        (:class:`~smriti.stores.base.RecallRow`); otherwise ``engram.embedding`` is converted.
+        """
         hit = hit or {}
+        if vector is None and engram.embedding is not None:
+            vector = np.asarray(engram.embedding, dtype=np.float32)
         return cls(
             id=engram.id,
             text=engram.content,
@@ -214,7 +237,7 @@ class Candidate:
             created_at=engram.created_at,
             last_accessed_at=engram.last_accessed_at,
             decay_factor=engram.decay_factor,
-            embedding=engram.embedding,
+            embedding=vector,
             source=engram.source,
             tags=engram.tags,
             cluster_id=engram.cluster_id,
@@ -226,6 +249,10 @@ class Candidate:
             matched_cues=list(hit.get("matched_cues", [])),
             origins=list(hit.get("origins", [])),
         )
+
+
+_CANDIDATE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Candidate))
+_candidate_values = operator.attrgetter(*_CANDIDATE_FIELDS)
 
 
 # ----------------------------------------------------------------------------- reducers

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
+import numpy as np
+
 # Re-exported: these errors were defined here before errors.py held them all.
 from smriti.errors import EmbeddingMismatchError as EmbeddingMismatchError
 from smriti.errors import StoreError as StoreError
@@ -211,6 +213,21 @@ class CueHit:
 
 
 @dataclass(slots=True, frozen=True)
+class RecallRow:
+    """One engram as recall reads it (:meth:`GraphStore.recall_rows`).
+
+    ``vector`` is the embedding as a float32 array (None when it has none): recall computes
+    cosines on arrays, and a list of 1,536 Python floats per candidate cost more than the
+    rest of loading it. ``engram.embedding`` may be None even when ``vector`` is not (the
+    SQLite store skips building the list); read the vector. ``cues`` carry name and type.
+    """
+
+    engram: Engram
+    vector: np.ndarray | None
+    cues: list[Cue]
+
+
+@dataclass(slots=True, frozen=True)
 class EngramState:
     """The fields consolidation needs, without content or embedding (cheap to list)."""
 
@@ -348,6 +365,15 @@ class GraphStore(Protocol):
         ...
 
     def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]: ...
+    def recall_rows(self, ids: Sequence[str]) -> list[RecallRow]:
+        """Engrams with these ids (given order, missing ones skipped), each with its embedding
+        as a float32 array and its cues: what recall loads for its candidates.
+
+        :class:`StoreBase` derives it from ``get_engrams`` and ``cues_of``; a backend may
+        read it more cheaply (SQLite decodes the embedding BLOB straight into the array).
+        """
+        ...
+
     def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
         """Engrams encoded by any of the (normalised) cue names, most matched cues first."""
         ...
@@ -448,6 +474,8 @@ class StoreBase(ABC):
     @abstractmethod
     def link_cue_ids(self, engram_id: str, cue_ids: Sequence[str]) -> None: ...
     @abstractmethod
+    def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]: ...
+    @abstractmethod
     def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None: ...
     @abstractmethod
     def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None: ...
@@ -469,6 +497,19 @@ class StoreBase(ABC):
     def get_engram(self, engram_id: str) -> Engram | None:
         found = self.get_engrams([engram_id])
         return found[0] if found else None
+
+    def recall_rows(self, ids: Sequence[str]) -> list[RecallRow]:
+        """``get_engrams`` and ``cues_of``, the embedding also as a float32 array."""
+        engrams = self.get_engrams(ids)
+        cues = self.cues_of([e.id for e in engrams]) if engrams else {}
+        return [
+            RecallRow(
+                engram,
+                None if engram.embedding is None else np.asarray(engram.embedding, dtype=np.float32),
+                cues.get(engram.id, []),
+            )
+            for engram in engrams
+        ]
 
     def update_engram(self, engram_id: str, **fields: Any) -> bool:
         """Change fields listed in UPDATABLE_FIELDS; False if the engram does not exist."""

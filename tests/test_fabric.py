@@ -67,3 +67,15 @@ def test_entities_in_most_memories_do_not_boost():
     one = [_result("c", 0.5, None, ["bob"])]
     small = cross_reference_boost(one, {"bob": 2}, {"bob": "person"}, 1.2, total=5)
     assert small[0].boosted
+
+
+def test_candidate_copy_is_a_shallow_copy_of_every_field():
+    import copy
+
+    original = _result("a", 0.7, [1.0, 0.0], ["postgres"], "db")
+    original.ranks = {"text": 2}
+    twin = original.copy()
+    assert twin == copy.copy(original) and twin is not original
+    assert twin.entities is original.entities  # shallow, as copy.copy
+    twin.relevance = 0.1
+    assert original.relevance == 0.7

@@ -110,6 +110,22 @@ class Graph:
             result[engram_id].append(schema.cue_from_row(cue))
         return result
 
+    def cue_names_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
+        """As :meth:`cues_of` but without the cue embeddings, each engram's cues in no set order
+        (what recall reads of cues)."""
+        result: dict[str, list[Cue]] = {engram_id: [] for engram_id in engram_ids}
+        if not engram_ids:
+            return result
+        rows = self.db.read(
+            # Unordered: sorting the rows cost as much as finding them, and recall sorts names itself.
+            "SELECT e.id, c.id, c.name, c.cue_type FROM engram e JOIN encoded_by x ON x.engram = e.rowid "
+            f"JOIN cue c ON c.rowid = x.cue WHERE e.id IN {IDS}",
+            (id_list(engram_ids),),
+        )
+        for engram_id, cue_id, name, cue_type in rows:
+            result[engram_id].append(Cue(id=cue_id, name=name, cue_type=cue_type or "keyword"))
+        return result
+
     def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
         """Most matched cues first, then by id; each hit's cues in the order they were asked."""
         order = {name: i for i, name in enumerate(dict.fromkeys(normalise_cue_name(n) for n in cue_names))}
@@ -129,8 +145,7 @@ class Graph:
         if not normalised:
             return {}
         rows = self.db.read(
-            "SELECT c.name, (SELECT count(*) FROM encoded_by x WHERE x.cue = c.rowid) "
-            f"FROM cue c WHERE c.name IN {IDS}",
+            f"SELECT c.name, c.engram_count FROM cue c WHERE c.name IN {IDS}",
             (json.dumps(sorted(set(normalised.values()))),),
         )
         counts = {name: int(n) for name, n in rows}

@@ -1,7 +1,10 @@
 """Tables, migrations and value conversion of the SQLite store.
 
 Schema versions (``meta.schema_version``):
-    1. engram, cue, encoded_by, associated_with, co_occurs, relates_to, meta, engram_fts.
+    1. engram, cue, encoded_by, associated_with, co_occurs, relates_to, meta, engram_fts;
+       later, in place (no version change: older code reads and writes such a file
+       correctly, since the triggers live in the file): ``cue.engram_count``, kept by
+       triggers on encoded_by and filled once from it when the column is added.
 
 Design choices, and why:
 
@@ -13,6 +16,9 @@ Design choices, and why:
 * Times are INTEGER microseconds since the epoch, UTC: exact round trips, and ORDER BY on
   them is numeric.
 * Embeddings are little-endian float32 BLOBs (what Kuzu's FLOAT[] held).
+* ``cue.engram_count`` is how many engrams a cue encodes, kept by two triggers on
+  ``encoded_by`` (cascaded deletes fire them too): recall asks for these counts twice per
+  query, and counting index entries grew with the store (a common cue encodes thousands).
 * ``engram_fts`` is an FTS5 table over Smriti's own tokenisation
   (:func:`smriti.stores.search.tokenize`: stemmed terms joined by spaces), kept in step by
   every write: a persistent, incremental keyword index, nothing rebuilt at start. It keeps its
@@ -74,12 +80,14 @@ TABLES = [
         id TEXT NOT NULL UNIQUE,
         name TEXT NOT NULL UNIQUE,
         cue_type TEXT NOT NULL DEFAULT 'keyword',
-        embedding BLOB)""",
+        embedding BLOB,
+        engram_count INTEGER NOT NULL DEFAULT 0)""",
     """CREATE TABLE IF NOT EXISTS encoded_by (
         engram INTEGER NOT NULL REFERENCES engram (rowid) ON DELETE CASCADE,
         cue INTEGER NOT NULL REFERENCES cue (rowid) ON DELETE CASCADE,
         PRIMARY KEY (engram, cue)) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS encoded_by_cue ON encoded_by (cue, engram)",
+    # (the cue.engram_count triggers are created by migrate, after the column exists)
     # Symmetric: one row per unordered pair, in the direction it was first made.
     """CREATE TABLE IF NOT EXISTS associated_with (
         a INTEGER NOT NULL REFERENCES engram (rowid) ON DELETE CASCADE,
@@ -170,6 +178,17 @@ def engram_from_row(row: Sequence[Any]) -> Engram:
     return Engram(**fields)
 
 
+def engram_and_vector_from_row(row: Sequence[Any]) -> tuple[Engram, np.ndarray | None]:
+    """An Engram without its embedding list, and the embedding as a read-only float32 array
+    over the BLOB (recall's form: no 1,536 Python floats per engram)."""
+    fields = dict(zip(ENGRAM_COLUMNS, row, strict=True))
+    fields["created_at"] = from_db(fields["created_at"])
+    fields["last_accessed_at"] = from_db(fields["last_accessed_at"], fields["created_at"])
+    blob = fields.pop("embedding")
+    vector = None if blob is None else np.frombuffer(blob, dtype="<f4")
+    return Engram(**fields), vector
+
+
 def coerce_field(name: str, value: Any) -> Any:
     """An update value in its column's type (raises ValueError/TypeError on nonsense)."""
     kind = _FIELD_TYPES[name]
@@ -190,6 +209,14 @@ def cue_from_row(row: Sequence[Any]) -> Cue:
 def association_from_row(row: Sequence[Any]) -> Association:
     source, target, strength, relation_type, created_at = row
     return Association(source, target, float(strength), relation_type or "similar", from_db(created_at))
+
+
+COUNT_TRIGGERS = [
+    "CREATE TRIGGER IF NOT EXISTS encoded_by_counted AFTER INSERT ON encoded_by BEGIN "
+    "UPDATE cue SET engram_count = engram_count + 1 WHERE rowid = NEW.cue; END",
+    "CREATE TRIGGER IF NOT EXISTS encoded_by_uncounted AFTER DELETE ON encoded_by BEGIN "
+    "UPDATE cue SET engram_count = engram_count - 1 WHERE rowid = OLD.cue; END",
+]
 
 
 # -- migrations -----------------------------------------------------------------------------------
@@ -221,12 +248,19 @@ def migrate(conn: Any, dims: int, path: Path) -> list[str]:
     existing = {row[0] for row in conn("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
     for statement in TABLES:
         conn(statement)
+    changes = []
+    cue_columns = {row[1] for row in conn("PRAGMA table_info(cue)").fetchall()}
+    if "engram_count" not in cue_columns:
+        conn("ALTER TABLE cue ADD COLUMN engram_count INTEGER NOT NULL DEFAULT 0")
+        conn("UPDATE cue SET engram_count = (SELECT count(*) FROM encoded_by x WHERE x.cue = cue.rowid)")
+        changes.append("cue.engram_count added and counted")
+    for statement in COUNT_TRIGGERS:
+        conn(statement)
     meta = dict(
         conn("SELECT key, value FROM meta WHERE key IN ('schema_version', 'embedding_dims')").fetchall()
     )
     if "embedding_dims" in meta and meta["embedding_dims"] != str(dims):
         raise EmbeddingMismatchError(mismatch_message(path, int(meta["embedding_dims"]), dims))
-    changes = []
     for key, value in (("schema_version", str(SCHEMA_VERSION)), ("embedding_dims", str(dims))):
         if meta.get(key) != value:
             conn(SET_META, (key, value))

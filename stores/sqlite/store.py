@@ -30,6 +30,7 @@ from smriti.stores.base import (
     EmbeddingMismatchError,
     Engram,
     EngramState,
+    RecallRow,
     Relation,
     ScoredId,
     StoreBase,
@@ -178,6 +179,12 @@ class SqliteStore(StoreBase):
 
     def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
         return self.graph.cues_of(engram_ids)
+
+    def recall_rows(self, ids: Sequence[str]) -> list[RecallRow]:
+        """Two reads: the engram rows (embedding BLOBs decoded straight into arrays) and their cues."""
+        found = self.engrams.get_with_vectors(ids)
+        cues = self.graph.cue_names_of([engram.id for engram, _ in found]) if found else {}
+        return [RecallRow(engram, vector, cues.get(engram.id, [])) for engram, vector in found]
 
     def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
         return self.graph.engrams_by_cues(cue_names, limit)

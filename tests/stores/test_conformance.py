@@ -78,6 +78,22 @@ def test_get_engrams_keeps_the_asked_order_and_skips_missing(store):
     assert store.get_engrams([]) == []
 
 
+def test_recall_rows_are_the_engrams_with_float32_vectors_and_their_cues(store):
+    store.create_engram(engram("v", "with a vector", embedding=[0.5] * DIMS, importance=0.7))
+    store.create_engram(engram("p", "no vector here"))
+    store.link_cues("v", [Cue("Postgres", "technology"), Cue("billing")])
+    rows = store.recall_rows(["p", "missing", "v"])
+    assert [r.engram.id for r in rows] == ["p", "v"]
+    plain, vectored = rows
+    assert plain.vector is None and plain.cues == []
+    assert vectored.vector.dtype == np.float32
+    assert vectored.vector.tolist() == pytest.approx([0.5] * DIMS)
+    assert vectored.engram.content == "with a vector" and vectored.engram.importance == pytest.approx(0.7)
+    cues = sorted((c.name, c.cue_type) for c in vectored.cues)
+    assert cues == [("billing", "keyword"), ("postgres", "technology")]
+    assert store.recall_rows([]) == []
+
+
 def test_cluster_ids_reads_only_existing_engrams(store):
     store.create_engram(engram("a", cluster_id=3))
     store.create_engram(engram("b"))

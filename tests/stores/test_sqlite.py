@@ -71,6 +71,50 @@ def test_an_exception_rolls_the_whole_transaction_back(store):
     assert [h.id for h in store.vector_search([1.0] * DIMS, 5)] == ["keep"]  # the cache followed
 
 
+def test_reads_from_short_lived_threads_reuse_pooled_connections(store):
+    # LangGraph runs parallel branches on threads made anew per run: a reader per thread
+    # would open (and keep) a connection for each of them.
+    store.create_engram(Engram(id="p1", content="pooled"))
+    for _ in range(20):
+        workers = [threading.Thread(target=store.count_engrams) for _ in range(3)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(10)
+    assert 1 <= len(store.db._readers) <= 3
+    assert _in_thread(lambda: store.get_engram("p1")).content == "pooled"
+    store.close()
+    assert store.db._readers == []
+    with pytest.raises(StoreError):
+        store.count_engrams()
+
+
+def test_cue_engram_counts_follow_links_deletes_and_an_older_file(cfg, store):
+    for eid in ("c1", "c2", "c3"):
+        store.create_engram(Engram(id=eid, content=f"memory {eid}"))
+        store.link_cues(eid, [Cue("shared"), Cue(f"only-{eid}")])
+    store.link_cues("c1", [Cue("shared")])  # idempotent: counted once
+    assert store.cue_engram_counts(["shared", "only-c1"]) == {"shared": 3, "only-c1": 1}
+    store.delete_engram("c1")  # the cascade fires the trigger too
+    assert store.cue_engram_counts(["shared", "only-c1"]) == {"shared": 2, "only-c1": 0}
+    store.close()
+    # A file written before the column existed: the migration adds it and counts once.
+    conn = sqlite3.connect(sqlite_path(cfg, "alice"))
+    conn.executescript(
+        "DROP TRIGGER encoded_by_counted; DROP TRIGGER encoded_by_uncounted; "
+        "ALTER TABLE cue DROP COLUMN engram_count;"
+    )
+    conn.close()
+    again = open_sqlite(cfg, "alice")
+    try:
+        assert again.cue_engram_counts(["shared", "only-c2"]) == {"shared": 2, "only-c2": 1}
+        again.create_engram(Engram(id="c4", content="memory c4"))
+        again.link_cues("c4", [Cue("shared")])
+        assert again.cue_engram_counts(["shared"]) == {"shared": 3}
+    finally:
+        again.close()
+
+
 def test_a_second_process_is_refused_while_the_first_holds_the_file(cfg, store):
     with pytest.raises(StoreError, match="locked by another process"):
         open_sqlite(cfg, "alice")  # a second open in one process takes the same flock path
