@@ -7,6 +7,7 @@ before anything is written, so a malformed file changes nothing.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -97,7 +98,13 @@ def import_from(memory: Memory, path: Path, reembed_all: bool = False) -> int:
     from smriti.cli_render import err
 
     dims = None if reembed_all else memory.context.settings.embedding_dims
-    records = read_records(Path(path), dims)
+    # why: parsing makes millions of floats, and the collector's full passes over a growing heap
+    # took most of a 10k-memory import (9.5 s parsing with it, 1.7 s without); nothing cyclic is made
+    gc.disable()
+    try:
+        records = read_records(Path(path), dims)
+    finally:
+        gc.enable()
     if reembed_all:
         records = reembed(records, memory.context.embedder)
     memories = sum(1 for record in records if record.get("kind") == "engram")

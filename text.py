@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 # Function words and conversational filler: never useful as cues or hashing features.
@@ -24,11 +25,15 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
+_POSSESSIVE = re.compile(r"'s$")
+
+
 def words(text: str) -> list[str]:
     """Words as written (case kept), possessive ``'s`` removed."""
-    return [re.sub(r"'s$", "", w) for w in _WORD.findall(text)]
+    return [_POSSESSIVE.sub("", w) for w in _WORD.findall(text)]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def light_stem(word: str) -> str:
     """A deliberately light English stemmer: plural and -ing/-ed endings only.
 
