@@ -203,12 +203,14 @@ class CypherGraphStore(StoreBase):
         )
         return [engram_from_row(row) for row in rows]
 
-    def engram_states(self) -> list[EngramState]:
+    def engram_states(self, ids: Sequence[str] | None = None) -> list[EngramState]:
         rows = self.graph.q(
-            "MATCH (e:Engram {user: $user}) RETURN e.id AS id, e.importance AS importance, "
+            "MATCH (e:Engram {user: $user}) WHERE $ids IS NULL OR e.id IN $ids "
+            "RETURN e.id AS id, e.importance AS importance, "
             "e.access_count AS access_count, e.created_at AS created_at, "
             "e.last_accessed_at AS last_accessed_at, e.decay_factor AS decay_factor, "
-            "e.cluster_id AS cluster_id ORDER BY id"
+            "e.cluster_id AS cluster_id ORDER BY id",
+            ids=None if ids is None else list(ids),
         )
         return [
             EngramState(

@@ -227,8 +227,12 @@ class KuzuStore(StoreBase):
     def list_recent(self, limit: int, memory_type: str | None = None) -> list[Engram]:
         return self.engrams.recent(limit, memory_type)
 
-    def engram_states(self) -> list[EngramState]:
-        return self.engrams.states()
+    def engram_states(self, ids: Sequence[str] | None = None) -> list[EngramState]:
+        states = self.engrams.states()
+        if ids is None:
+            return states
+        wanted = set(ids)
+        return [state for state in states if state.id in wanted]
 
     def count_engrams(self) -> int:
         return self.engrams.count()

@@ -176,11 +176,14 @@ class EngramTable:
         )
         return [schema.engram_from_row(row) for row in rows]
 
-    def states(self) -> list[EngramState]:
-        rows = self.db.read(
-            "SELECT id, importance, access_count, created_at, last_accessed_at, decay_factor, cluster_id "
-            "FROM engram ORDER BY id"
-        )
+    def states(self, ids: Sequence[str] | None = None) -> list[EngramState]:
+        columns = "id, importance, access_count, created_at, last_accessed_at, decay_factor, cluster_id"
+        if ids is None:
+            rows = self.db.read(f"SELECT {columns} FROM engram ORDER BY id")
+        else:
+            rows = self.db.read(
+                f"SELECT {columns} FROM engram WHERE id IN {IDS} ORDER BY id", (id_list(ids),)
+            )
         states = []
         for id_, importance, access_count, created, accessed, decay, cluster in rows:
             created_at = from_db(created)

@@ -164,8 +164,8 @@ class SqliteStore(StoreBase):
     def list_recent(self, limit: int, memory_type: str | None = None) -> list[Engram]:
         return self.engrams.recent(limit, memory_type)
 
-    def engram_states(self) -> list[EngramState]:
-        return self.engrams.states()
+    def engram_states(self, ids: Sequence[str] | None = None) -> list[EngramState]:
+        return self.engrams.states(ids)
 
     def count_engrams(self) -> int:
         return self.engrams.count()

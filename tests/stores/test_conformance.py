@@ -204,6 +204,9 @@ def test_engram_states_and_count(store):
         3,
     )
     assert states["s1"].created_at == T0 and states["s1"].created_at.tzinfo is not None
+    # Some ids only (consolidation re-reads in chunks): the existing ones, by id.
+    assert [s.id for s in store.engram_states(["s2", "missing", "s1"])] == ["s1", "s2"]
+    assert store.engram_states([]) == []
 
 
 # -- cues -------------------------------------------------------------------------------------
