@@ -11,7 +11,7 @@ import math
 from typing import Any, Literal, get_args
 
 from smriti.errors import InvalidInput
-from smriti.stores.base import MEMORY_TYPES
+from smriti.stores.base import MEMORY_TYPES, clean_label
 
 RecallMode = Literal["recall", "search", "list"]
 """recall: the full pipeline; search: vector similarity only; list: most recently accessed."""
@@ -46,7 +46,7 @@ def normalise_tags(tags: Any) -> str:
         return ""
     if not isinstance(tags, str):
         raise InvalidInput("tags must be a comma-separated string")
-    parts = [t.strip().lower() for t in tags.split(",")]
+    parts = [clean_label(t).strip().lower() for t in tags.split(",")]
     return ",".join(dict.fromkeys(t for t in parts if t))
 
 

@@ -69,16 +69,28 @@ def new_id() -> str:
 
 
 _SPACES = re.compile(r"\s+")
+# Control characters (NUL included) become spaces: FalkorDB 4.22 segfaults, taking down a
+# server every tenant shares, on a cue name holding one, or longer than ~4,000 bytes, in its
+# unique-constraint check. Every backend cleans and bounds names the same way, so an export
+# from one imports into any other.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+MAX_CUE_NAME = 200  # characters: at most 800 bytes of UTF-8
+
+
+def clean_label(text: str) -> str:
+    """``text`` without control characters (they become spaces), cut to MAX_CUE_NAME characters."""
+    return _CONTROL.sub(" ", text)[:MAX_CUE_NAME]
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def normalise_cue_name(name: str) -> str:
-    """Cue names are compared lower-cased with single hyphens for inner spaces.
+    """Cue names are compared lower-cased with single hyphens for inner spaces, without control
+    characters and at most MAX_CUE_NAME characters long.
 
     Cached: the same few thousand names come back on every store and ~40 times per memory
     in an import (measured: 1.5 s of a 10k-memory import before the cache).
     """
-    return _SPACES.sub("-", name.strip().lower())
+    return _SPACES.sub("-", _CONTROL.sub(" ", name).strip().lower())[:MAX_CUE_NAME]
 
 
 @dataclass(slots=True)
@@ -153,7 +165,7 @@ def checked_relation(relation: Relation) -> tuple[str, str, str]:
     Raises:
         ValueError: the relation name or a cue name is empty.
     """
-    name = relation.relation.strip()
+    name = clean_label(relation.relation).strip()
     if not name:
         raise ValueError("a relation needs a name")
     return checked_cue_name(relation.source), name, checked_cue_name(relation.target)

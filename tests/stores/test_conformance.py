@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from smriti.stores.base import Association, Cue, Engram, Relation
+from smriti.stores.base import MAX_CUE_NAME, Association, Cue, Engram, Relation
 from smriti.stores.records import LOCAL_META_KEYS
 
 DIMS = 16  # conftest.DIMS: the backend fixture opens stores with EMBEDDING_DIMS=16
@@ -216,6 +216,19 @@ def test_upsert_cue_is_unique_by_normalised_name(store):
     assert first.name == "machine-learning"
     assert again.id == first.id and again.cue_type == "concept"
     assert store.stats().cues == 1
+
+
+def test_cue_names_and_relations_lose_control_characters_and_are_bounded(store):
+    # FalkorDB 4.22 segfaulted on these in its unique-constraint check; every backend now
+    # stores the same cleaned, bounded name, so exports move between backends.
+    nul = store.upsert_cue(Cue(name="release\x00notes\x01v2"))
+    long = store.upsert_cue(Cue(name="x" * 5_000))
+    assert nul.name == "release-notes-v2"
+    assert long.name == "x" * MAX_CUE_NAME
+    store.add_relation(Relation("al\x01ice", "wro\x00te", "notes\x7f"))
+    (relation,) = store.relations_of([""])  # recorded without an engram
+    assert (relation.source, relation.relation, relation.target) == ("al-ice", "wro te", "notes")
+    assert store.upsert_cue(Cue(name="x" * 6_000)).id == long.id  # the same cue once cut
 
 
 def test_link_cues_of_and_engrams_by_cues_ranking(store):

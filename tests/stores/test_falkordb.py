@@ -194,3 +194,20 @@ def test_tcp_store_close_leaves_the_shared_server_running(falkor_server, setting
     assert client.connection.ping()
     assert graph in client.list_graphs()
     client.select_graph(graph).delete()
+
+
+def test_a_control_character_tag_or_a_huge_word_cannot_crash_the_shared_server(falkor):
+    """Once a segfault of FalkorDB 4.22 (tenant mode: every user's server): a tag holding \\x01
+    and a 5,000-character word, stored through the whole store pipeline."""
+    from smriti.memory import Memory
+    from smriti.pipelines.context import build_context
+
+    client, cfg, _, _ = falkor
+    tenant = cfg.model_copy(update={"falkor_isolation": "tenant", "llm_provider": "heuristic"})
+    with Memory(build_context(tenant, user="mallory")) as memory:
+        stored = memory.store("Deploy notes " + "z" * 5_000 + " for Atlas", tags="ops\x01night,\x00")
+        assert all(len(cue["name"]) <= 200 and "\x01" not in cue["name"] for cue in stored["cues"])
+        again = memory.store("Bob reviews the Atlas deploy every Friday", tags="ops")
+        assert again["id"] != stored["id"]
+        assert memory.stats()["engrams"] == 2
+    assert client.list_graphs() is not None  # the shared server still answers
