@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
+import typing
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -251,6 +252,22 @@ class EngramState:
     decay_factor: float
     cluster_id: int
 
+    @classmethod
+    def from_row(cls, row: Sequence[Any], read_time: Callable[..., datetime]) -> EngramState:
+        """From (id, importance, access_count, created_at, last_accessed_at, decay_factor,
+        cluster_id) as a backend stores them; ``read_time(value, default)`` reads its times."""
+        id_, importance, access_count, created, accessed, decay, cluster = row
+        created_at = read_time(created)
+        return cls(
+            id_,
+            float(importance),
+            int(access_count),
+            created_at,
+            read_time(accessed, created_at),
+            float(decay),
+            int(cluster),
+        )
+
 
 @dataclass(slots=True)
 class StoreStats:
@@ -285,6 +302,27 @@ ENGRAM_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Engram))
 # Fields of Engram that update_engram / update_engrams may change: not the identity, not the
 # creation time, and not the embedding (Kuzu cannot SET an indexed vector; re-embed instead).
 UPDATABLE_FIELDS = frozenset(ENGRAM_FIELDS) - {"id", "created_at", "embedding"}
+# The Python type of each updatable field, read from the dataclass.
+FIELD_TYPES: dict[str, type] = {
+    name: kind for name, kind in typing.get_type_hints(Engram).items() if name in UPDATABLE_FIELDS
+}
+
+
+def coerce_field(name: str, value: Any, write_time: Callable[[datetime], Any]) -> Any:
+    """An update value in its field's type (times through ``write_time``, the backend's form).
+
+    Raises:
+        TypeError, ValueError: a value that is not of the field's type (an integer field given
+            3.5, a time given a string).
+    """
+    kind = FIELD_TYPES[name]
+    if kind is datetime:
+        if not isinstance(value, datetime):
+            raise TypeError(f"{name} must be a datetime, not {type(value).__name__}")
+        return write_time(value)
+    if kind is int and isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"{name} must be an integer, not {value!r}")
+    return kind(value)
 
 
 @runtime_checkable

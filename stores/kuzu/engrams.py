@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from smriti.stores.base import NO_CLUSTER, UPDATABLE_FIELDS, Engram, EngramState
+from smriti.stores.base import NO_CLUSTER, UPDATABLE_FIELDS, Engram, EngramState, coerce_field
 from smriti.stores.kuzu import schema
 from smriti.stores.kuzu.connection import Connection, locked
 from smriti.stores.kuzu.rows import EngramRows
@@ -91,7 +91,11 @@ class EngramTable:
             if any(value is None for value in fields.values()):
                 raise ValueError(f"None is not a value for engram fields: {dict(fields)}")
             if fields:
-                row = {"id": engram_id} | {name: schema.coerce_field(name, v) for name, v in fields.items()}
+                # One list of structs per query, and Kuzu wants every struct in it to have the
+                # same field types: each value in its field's type.
+                row = {"id": engram_id} | {
+                    name: coerce_field(name, v, schema.to_db) for name, v in fields.items()
+                }
                 groups.setdefault(tuple(sorted(fields)), []).append(row)
         changed = 0
         retexted: list[Retexted] = []
@@ -170,21 +174,7 @@ class EngramTable:
             "MATCH (e:Engram) RETURN e.id, e.importance, e.access_count, e.created_at, "
             "e.last_accessed_at, e.decay_factor, e.cluster_id ORDER BY e.id"
         )
-        states = []
-        for id_, importance, access_count, created, accessed, decay, cluster in rows:
-            created_at = from_db(created)
-            states.append(
-                EngramState(
-                    id_,
-                    float(importance),
-                    int(access_count),
-                    created_at,
-                    from_db(accessed, created_at),
-                    float(decay),
-                    int(cluster),
-                )
-            )
-        return states
+        return [EngramState.from_row(row, from_db) for row in rows]
 
     @locked
     def count(self) -> int:

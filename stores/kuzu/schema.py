@@ -28,6 +28,7 @@ from typing import Any
 
 from smriti.stores.base import (
     ENGRAM_FIELDS,
+    FIELD_TYPES,
     Association,
     Cue,
     EmbeddingMismatchError,
@@ -165,21 +166,6 @@ REL_TABLES: dict[str, tuple[str, str, dict[str, tuple[str, str | None]]]] = {
 ENGRAM_RETURN = ", ".join(f"e.{name}" for name in ENGRAM_COLUMNS)
 CUE_RETURN = "c.id, c.name, c.cue_type, c.embedding"
 
-# Python type of every updatable field: update_engrams sends one list of structs per query,
-# and Kuzu wants every struct in the list to have the same field types.
-FIELD_TYPES: dict[str, type] = {
-    "content": str,
-    "summary": str,
-    "memory_type": str,
-    "importance": float,
-    "access_count": int,
-    "last_accessed_at": datetime,
-    "decay_factor": float,
-    "source": str,
-    "tags": str,
-    "cluster_id": int,
-}
-
 
 # -- timestamps ----------------------------------------------------------------------------
 def to_db(value: datetime) -> datetime:
@@ -199,18 +185,6 @@ def from_db(value: datetime | None, fallback: datetime = EPOCH) -> datetime:
 def read_back(name: str, value: Any) -> Any:
     """What reading a field written as ``value`` (already coerced) returns: times come back aware."""
     return from_db(value) if FIELD_TYPES[name] is datetime else value
-
-
-def coerce_field(name: str, value: Any) -> Any:
-    """Convert an update value to the column's type (raises ValueError/TypeError on nonsense)."""
-    kind = FIELD_TYPES[name]
-    if kind is datetime:
-        if not isinstance(value, datetime):
-            raise TypeError(f"{name} must be a datetime, not {type(value).__name__}")
-        return to_db(value)
-    if kind is int and isinstance(value, float) and not value.is_integer():
-        raise ValueError(f"{name} must be an integer, not {value!r}")
-    return kind(value)
 
 
 # -- rows ----------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from smriti.stores.base import UPDATABLE_FIELDS, Engram, EngramState, StoreError
+from smriti.stores.base import UPDATABLE_FIELDS, Engram, EngramState, StoreError, coerce_field
 from smriti.stores.sqlite import schema
 from smriti.stores.sqlite.connection import Database, written
 from smriti.stores.sqlite.schema import ENGRAM_SELECT, from_db, fts_terms, to_db
@@ -110,7 +110,7 @@ class EngramTable:
                 raise ValueError(f"None is not a value for engram fields: {dict(fields)}")
             if fields:
                 names = tuple(sorted(fields))
-                row = (*(schema.coerce_field(name, fields[name]) for name in names), engram_id)
+                row = (*(coerce_field(name, fields[name], schema.to_db) for name in names), engram_id)
                 groups.setdefault(names, []).append(row)
         changed = 0
         retexted: list[str] = []
@@ -184,21 +184,7 @@ class EngramTable:
             rows = self.db.read(
                 f"SELECT {columns} FROM engram WHERE id IN {IDS} ORDER BY id", (id_list(ids),)
             )
-        states = []
-        for id_, importance, access_count, created, accessed, decay, cluster in rows:
-            created_at = from_db(created)
-            states.append(
-                EngramState(
-                    id_,
-                    float(importance),
-                    int(access_count),
-                    created_at,
-                    from_db(accessed, created_at),
-                    float(decay),
-                    int(cluster),
-                )
-            )
-        return states
+        return [EngramState.from_row(row, from_db) for row in rows]
 
     def count(self) -> int:
         return int(self.db.read("SELECT count(*) FROM engram")[0][0])

@@ -189,18 +189,6 @@ def engram_and_vector_from_row(row: Sequence[Any]) -> tuple[Engram, np.ndarray |
     return Engram(**fields), vector
 
 
-def coerce_field(name: str, value: Any) -> Any:
-    """An update value in its column's type (raises ValueError/TypeError on nonsense)."""
-    kind = _FIELD_TYPES[name]
-    if kind is datetime:
-        if not isinstance(value, datetime):
-            raise TypeError(f"{name} must be a datetime, not {type(value).__name__}")
-        return to_db(value)
-    if kind is int and isinstance(value, float) and not value.is_integer():
-        raise ValueError(f"{name} must be an integer, not {value!r}")
-    return kind(value)
-
-
 def cue_from_row(row: Sequence[Any]) -> Cue:
     id_, name, cue_type, embedding = row
     return Cue(id=id_, name=name, cue_type=cue_type or "keyword", embedding=from_blob(embedding))
