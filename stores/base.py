@@ -191,6 +191,20 @@ def merge_cooccurrences(
     return merged
 
 
+def merge_relations(relations: Iterable[Relation]) -> dict[tuple[str, str, str, str], Relation]:
+    """Distinct relations keyed (source, relation, target, engram_id), names checked and
+    normalised, the first of each kept.
+
+    Raises:
+        ValueError: a relation without a name or with an empty cue name.
+    """
+    merged: dict[tuple[str, str, str, str], Relation] = {}
+    for relation in relations:
+        source, name, target = checked_relation(relation)
+        merged.setdefault((source, name, target, relation.engram_id), relation)
+    return merged
+
+
 def merge_associations(associations: Iterable[Association]) -> list[Association]:
     """One association per unordered pair (self-pairs dropped), as sequential ``associate`` calls
     would leave it: the first one's direction, type and time, the largest strength."""
@@ -306,6 +320,24 @@ UPDATABLE_FIELDS = frozenset(ENGRAM_FIELDS) - {"id", "created_at", "embedding"}
 FIELD_TYPES: dict[str, type] = {
     name: kind for name, kind in typing.get_type_hints(Engram).items() if name in UPDATABLE_FIELDS
 }
+
+
+def check_update(fields: Mapping[str, Any]) -> None:
+    """Refuse an engram update naming a field outside UPDATABLE_FIELDS or giving None.
+
+    None is refused because the data model has no nulls (Cypher's ``SET +=`` would silently
+    remove the property); the embedding never changes in place (Kuzu cannot SET an indexed
+    vector: re-embedding rewrites the store).
+
+    Raises:
+        ValueError: naming the fields.
+    """
+    unknown = set(fields) - UPDATABLE_FIELDS
+    if unknown:
+        allowed = ", ".join(sorted(UPDATABLE_FIELDS))
+        raise ValueError(f"cannot update {', '.join(sorted(unknown))}; allowed: {allowed}")
+    if any(value is None for value in fields.values()):
+        raise ValueError(f"None is not a value for engram fields: {dict(fields)}")
 
 
 def coerce_field(name: str, value: Any, write_time: Callable[[datetime], Any]) -> Any:

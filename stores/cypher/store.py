@@ -52,6 +52,7 @@ from smriti.stores.base import (
     ScoredId,
     StoreBase,
     StoreStats,
+    check_update,
     validate_user_name,
 )
 from smriti.stores.cypher.batch import CypherGraphWrites
@@ -152,12 +153,7 @@ class CypherGraphStore(StoreBase):
     def update_engrams(self, updates: Mapping[str, Mapping[str, Any]]) -> int:
         rows = []
         for engram_id, fields in updates.items():
-            unknown = set(fields) - UPDATABLE_FIELDS
-            if unknown:
-                raise ValueError(f"cannot update engram field(s) {sorted(unknown)}")
-            if any(value is None for value in fields.values()):
-                # SET += would silently remove the property; the data model has no nulls.
-                raise ValueError(f"None is not a value for engram fields: {dict(fields)}")
+            check_update(fields)
             rows.append({"id": engram_id, "props": engram_props(fields)})
         if not rows:
             return 0

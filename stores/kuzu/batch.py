@@ -19,9 +19,9 @@ from smriti.stores.base import (
     Cue,
     Relation,
     checked_cue_name,
-    checked_relation,
     merge_associations,
     merge_cooccurrences,
+    merge_relations,
     new_id,
 )
 from smriti.stores.kuzu.connection import Connection, locked
@@ -174,10 +174,7 @@ class GraphWrites:
     @locked
     def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
         """RelatesTo edges by cue name, idempotent; new cues get ``cue_type``. At most three queries."""
-        wanted: dict[tuple[str, str, str, str], Relation] = {}
-        for relation in relations:
-            source, name, target = checked_relation(relation)
-            wanted.setdefault((source, name, target, relation.engram_id), relation)
+        wanted = merge_relations(relations)
         if not wanted:
             return
         cues = self._ensure_cues({n for key in wanted for n in (key[0], key[2])}, cue_type)

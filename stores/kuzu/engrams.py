@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from smriti.stores.base import NO_CLUSTER, UPDATABLE_FIELDS, Engram, EngramState, coerce_field
+from smriti.stores.base import NO_CLUSTER, Engram, EngramState, check_update, coerce_field
 from smriti.stores.kuzu import schema
 from smriti.stores.kuzu.connection import Connection, locked
 from smriti.stores.kuzu.rows import EngramRows
@@ -84,12 +84,7 @@ class EngramTable:
         """
         groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         for engram_id, fields in updates.items():
-            unknown = set(fields) - UPDATABLE_FIELDS
-            if unknown:
-                allowed = ", ".join(sorted(UPDATABLE_FIELDS))
-                raise ValueError(f"cannot update {', '.join(sorted(unknown))}; allowed: {allowed}")
-            if any(value is None for value in fields.values()):
-                raise ValueError(f"None is not a value for engram fields: {dict(fields)}")
+            check_update(fields)
             if fields:
                 # One list of structs per query, and Kuzu wants every struct in it to have the
                 # same field types: each value in its field's type.

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from smriti.stores.base import UPDATABLE_FIELDS, Engram, EngramState, StoreError, coerce_field
+from smriti.stores.base import Engram, EngramState, StoreError, check_update, coerce_field
 from smriti.stores.sqlite import schema
 from smriti.stores.sqlite.connection import Database, written
 from smriti.stores.sqlite.schema import ENGRAM_SELECT, from_db, fts_terms, to_db
@@ -102,12 +102,7 @@ class EngramTable:
         """
         groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
         for engram_id, fields in updates.items():
-            unknown = set(fields) - UPDATABLE_FIELDS
-            if unknown:
-                allowed = ", ".join(sorted(UPDATABLE_FIELDS))
-                raise ValueError(f"cannot update {', '.join(sorted(unknown))}; allowed: {allowed}")
-            if any(value is None for value in fields.values()):
-                raise ValueError(f"None is not a value for engram fields: {dict(fields)}")
+            check_update(fields)
             if fields:
                 names = tuple(sorted(fields))
                 row = (*(coerce_field(name, fields[name], schema.to_db) for name in names), engram_id)

@@ -19,9 +19,9 @@ from smriti.stores.base import (
     CueHit,
     Relation,
     checked_cue_name,
-    checked_relation,
     merge_associations,
     merge_cooccurrences,
+    merge_relations,
     new_id,
     normalise_cue_name,
 )
@@ -182,10 +182,7 @@ class Graph:
     @written
     def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
         """RelatesTo rows by cue name, idempotent; cues created here get ``cue_type``."""
-        wanted: dict[tuple[str, str, str, str], Relation] = {}
-        for relation in relations:
-            source, name, target = checked_relation(relation)
-            wanted.setdefault((source, name, target, relation.engram_id), relation)
+        wanted = merge_relations(relations)
         if not wanted:
             return
         self._ensure_cues({n for key in wanted for n in (key[0], key[2])}, cue_type)
