@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -158,6 +159,44 @@ def checked_cue_name(name: str) -> str:
     if not normalised:
         raise ValueError("a cue name cannot be empty")
     return normalised
+
+
+def check_dims(embedding: Sequence[float] | None, dims: int, what: str) -> None:
+    """Raises EmbeddingMismatchError when ``embedding`` is not ``dims`` long."""
+    if embedding is not None and len(embedding) != dims:
+        raise EmbeddingMismatchError(
+            f"{what} has {len(embedding)} dimensions but this store holds {dims} (EMBEDDING_DIMS)"
+        )
+
+
+def mismatch_message(path: Path, stored: int, wanted: int) -> str:
+    """Why an embedded store written with ``stored`` dimensions cannot be opened with ``wanted``."""
+    return (
+        f"{path} was written with {stored}-dimensional embeddings but EMBEDDING_DIMS is {wanted}. "
+        f"Use the embedding model and EMBEDDING_DIMS={stored} it was created with, or move to the "
+        f"new model: export with the old settings (`smriti export`), start a new store (another "
+        f"STORAGE_LOCATION, or move {path.name} aside), and store the exported content again with "
+        f"the new model (`smriti store`). Do not `smriti import` it into the new store: import copies "
+        f"the old {stored}-dimensional embeddings and would be refused."
+    )
+
+
+def distinct_cues(
+    cues: Sequence[Cue], check_embedding: Callable[[Cue, str], object]
+) -> tuple[list[str], dict[str, Cue]]:
+    """``upsert_cues``' first step on every backend: the normalised name of each cue given, in
+    order, and the first cue of each name, each checked once by ``check_embedding(cue, name)``.
+
+    Raises:
+        ValueError: a cue name that is empty once normalised (before anything is checked).
+    """
+    names = [checked_cue_name(cue.name) for cue in cues]
+    wanted: dict[str, Cue] = {}
+    for name, cue in zip(names, cues, strict=True):
+        if name not in wanted:
+            check_embedding(cue, name)
+            wanted[name] = cue
+    return names, wanted
 
 
 def checked_relation(relation: Relation) -> tuple[str, str, str]:

@@ -17,8 +17,8 @@ from smriti.stores.base import (
     Association,
     Cue,
     Relation,
-    checked_cue_name,
     checked_relation,
+    distinct_cues,
     merge_associations,
     merge_cooccurrences,
     new_id,
@@ -39,12 +39,7 @@ class CypherGraphWrites:
         Raises:
             ValueError: an empty cue name. EmbeddingMismatchError: a cue embedding of another size.
         """
-        names = [checked_cue_name(cue.name) for cue in cues]
-        wanted: dict[str, Cue] = {}
-        for name, cue in zip(names, cues, strict=True):
-            if name not in wanted:
-                self.graph.check_embedding(cue.embedding)
-                wanted[name] = cue
+        names, wanted = distinct_cues(cues, lambda cue, _: self.graph.check_embedding(cue.embedding))
         if not wanted:
             return []
         for name, cue in wanted.items():

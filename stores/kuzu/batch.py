@@ -18,7 +18,8 @@ from smriti.stores.base import (
     Association,
     Cue,
     Relation,
-    checked_cue_name,
+    check_dims,
+    distinct_cues,
     merge_associations,
     merge_cooccurrences,
     merge_relations,
@@ -26,7 +27,7 @@ from smriti.stores.base import (
 )
 from smriti.stores.kuzu.connection import Connection, locked
 from smriti.stores.kuzu.graph import CueInfo, CueMap, FreshEdges, relation_key
-from smriti.stores.kuzu.schema import check_dims, to_db
+from smriti.stores.kuzu.schema import to_db
 
 logger = logging.getLogger(__name__)
 
@@ -75,12 +76,9 @@ class GraphWrites:
         Raises:
             ValueError: an empty cue name. EmbeddingMismatchError: a cue embedding of another size.
         """
-        names = [checked_cue_name(cue.name) for cue in cues]
-        wanted: dict[str, Cue] = {}
-        for name, cue in zip(names, cues, strict=True):
-            if name not in wanted:
-                check_dims(cue.embedding, self.dims, f"the embedding of cue {name!r}")
-                wanted[name] = cue
+        names, wanted = distinct_cues(
+            cues, lambda cue, name: check_dims(cue.embedding, self.dims, f"the embedding of cue {name!r}")
+        )
         if not wanted:
             return []
         known = self.cues.names()

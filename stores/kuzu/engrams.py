@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from smriti.stores.base import NO_CLUSTER, Engram, EngramState, check_update, coerce_field
+from smriti.stores.base import NO_CLUSTER, Engram, EngramState, check_dims, check_update, coerce_field
 from smriti.stores.kuzu import schema
 from smriti.stores.kuzu.connection import Connection, locked
 from smriti.stores.kuzu.rows import EngramRows
@@ -40,7 +40,7 @@ class EngramTable:
     @locked
     def create(self, engram: Engram) -> None:
         """Insert a new engram; an existing id raises StoreError."""
-        schema.check_dims(engram.embedding, self.dims, f"the embedding of engram {engram.id}")
+        check_dims(engram.embedding, self.dims, f"the embedding of engram {engram.id}")
         params = schema.engram_params(engram)
         self.db.run(schema.CREATE_ENGRAM, params)
         if self._count is not None:

@@ -35,6 +35,7 @@ from smriti.stores.base import (
     Engram,
     StoreError,
     UnsafeUserError,
+    mismatch_message,
     validate_user_name,
 )
 
@@ -279,17 +280,6 @@ def _embedding_dims(column_type: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def mismatch_message(path: Path, stored: int, wanted: int) -> str:
-    return (
-        f"{path} was written with {stored}-dimensional embeddings but EMBEDDING_DIMS is {wanted}. "
-        f"Use the embedding model and EMBEDDING_DIMS={stored} it was created with, or move to the "
-        f"new model: export with the old settings (`smriti export`), start a new store (another "
-        f"STORAGE_LOCATION, or move {path.name} aside), and store the exported content again with "
-        f"the new model (`smriti store`). Do not `smriti import` it into the new store: import copies "
-        f"the old {stored}-dimensional embeddings and would be refused."
-    )
-
-
 def migrate(run: Runner, dims: int, path: Path) -> list[str]:
     """Bring the file at ``path`` to SCHEMA_VERSION; return what was changed (for the log).
 
@@ -337,12 +327,6 @@ def migrate(run: Runner, dims: int, path: Path) -> list[str]:
 
 
 # -- small helpers shared by the collaborators ---------------------------------------------------
-def check_dims(embedding: Sequence[float] | None, dims: int, what: str) -> None:
-    """Raises EmbeddingMismatchError when ``embedding`` is not ``dims`` long."""
-    if embedding is not None and len(embedding) != dims:
-        raise EmbeddingMismatchError(
-            f"{what} has {len(embedding)} dimensions but this store holds {dims} (EMBEDDING_DIMS)"
-        )
 
 
 def get_meta(run: Runner, key: str) -> str | None:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from smriti.stores.base import MEMORY_TYPES, Capabilities, Engram, ScoredId, StoreError
+from smriti.stores.base import MEMORY_TYPES, Capabilities, Engram, ScoredId, StoreError, check_dims
 from smriti.stores.kuzu import schema
 from smriti.stores.kuzu.connection import Connection, locked
 from smriti.stores.kuzu.rows import EngramRows
@@ -201,7 +201,7 @@ class SearchIndex:
         Raises:
             EmbeddingMismatchError: the query has another dimension than the store.
         """
-        schema.check_dims(embedding, self._vectors.dims, "the query embedding")
+        check_dims(embedding, self._vectors.dims, "the query embedding")
         query = np.asarray(embedding, dtype=np.float32)
         if k <= 0 or not np.any(query):
             return []

@@ -48,6 +48,7 @@ from smriti.stores.base import (
     ScoredId,
     StoreBase,
     StoreStats,
+    mismatch_message,
 )
 from smriti.stores.kuzu import schema
 from smriti.stores.kuzu.batch import GraphWrites
@@ -186,7 +187,7 @@ class KuzuStore(StoreBase):
             EmbeddingMismatchError: an import from a store with other embeddings.
         """
         if key == "embedding_dims" and str(value) != str(self.dims):
-            raise EmbeddingMismatchError(schema.mismatch_message(self.path, self.dims, int(value)))
+            raise EmbeddingMismatchError(mismatch_message(self.path, self.dims, int(value)))
         schema.set_meta(self.db.run, key, value)
 
     # -- engrams ---------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from smriti.stores.base import Engram, EngramState, StoreError, check_update, coerce_field
+from smriti.stores.base import Engram, EngramState, StoreError, check_dims, check_update, coerce_field
 from smriti.stores.sqlite import schema
 from smriti.stores.sqlite.connection import Database, written
 from smriti.stores.sqlite.schema import ENGRAM_SELECT, from_db, fts_terms, to_db
@@ -53,7 +53,7 @@ class EngramTable:
         """Insert new engrams and their FTS rows (two ``executemany``: a bulk import writes
         thousands per transaction); an existing id raises StoreError and writes nothing."""
         for engram in engrams:
-            schema.check_dims(engram.embedding, self.dims, f"the embedding of engram {engram.id}")
+            check_dims(engram.embedding, self.dims, f"the embedding of engram {engram.id}")
         try:
             self.db.write_many(schema.INSERT_ENGRAM, [schema.engram_params(e) for e in engrams])
         except StoreError as error:

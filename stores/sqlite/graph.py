@@ -18,7 +18,8 @@ from smriti.stores.base import (
     Cue,
     CueHit,
     Relation,
-    checked_cue_name,
+    check_dims,
+    distinct_cues,
     merge_associations,
     merge_cooccurrences,
     merge_relations,
@@ -66,12 +67,9 @@ class Graph:
         Raises:
             ValueError: an empty cue name. EmbeddingMismatchError: a cue embedding of another size.
         """
-        names = [checked_cue_name(cue.name) for cue in cues]
-        wanted: dict[str, Cue] = {}
-        for name, cue in zip(names, cues, strict=True):
-            if name not in wanted:
-                schema.check_dims(cue.embedding, self.dims, f"the embedding of cue {name!r}")
-                wanted[name] = cue
+        names, wanted = distinct_cues(
+            cues, lambda cue, name: check_dims(cue.embedding, self.dims, f"the embedding of cue {name!r}")
+        )
         if not wanted:
             return []
         self.db.write_many(

@@ -45,6 +45,7 @@ from smriti.stores.base import (
     Cue,
     EmbeddingMismatchError,
     Engram,
+    mismatch_message,
 )
 from smriti.stores.search import text_of, tokenize
 
@@ -208,23 +209,6 @@ COUNT_TRIGGERS = [
 
 
 # -- migrations -----------------------------------------------------------------------------------
-def mismatch_message(path: Path, stored: int, wanted: int) -> str:
-    return (
-        f"{path} was written with {stored}-dimensional embeddings but EMBEDDING_DIMS is {wanted}. "
-        f"Use the embedding model and EMBEDDING_DIMS={stored} it was created with, or move to the "
-        f"new model: export with the old settings (`smriti export`), start a new store (another "
-        f"STORAGE_LOCATION, or move {path.name} aside), and store the exported content again with "
-        f"the new model (`smriti store`). Do not `smriti import` it into the new store: import copies "
-        f"the old {stored}-dimensional embeddings and would be refused."
-    )
-
-
-def check_dims(embedding: Sequence[float] | None, dims: int, what: str) -> None:
-    """Raises EmbeddingMismatchError when ``embedding`` is not ``dims`` long."""
-    if embedding is not None and len(embedding) != dims:
-        raise EmbeddingMismatchError(
-            f"{what} has {len(embedding)} dimensions but this store holds {dims} (EMBEDDING_DIMS)"
-        )
 
 
 def migrate(conn: Any, dims: int, path: Path) -> list[str]:

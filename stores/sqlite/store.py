@@ -35,6 +35,7 @@ from smriti.stores.base import (
     ScoredId,
     StoreBase,
     StoreStats,
+    mismatch_message,
 )
 from smriti.stores.kuzu.schema import store_path
 from smriti.stores.sqlite import schema
@@ -133,7 +134,7 @@ class SqliteStore(StoreBase):
             EmbeddingMismatchError: an import from a store with other embeddings.
         """
         if key == "embedding_dims" and str(value) != str(self.dims):
-            raise EmbeddingMismatchError(schema.mismatch_message(self.path, self.dims, int(value)))
+            raise EmbeddingMismatchError(mismatch_message(self.path, self.dims, int(value)))
         with self.db.transaction():
             self.db.write(schema.SET_META, (key, str(value)))
 
