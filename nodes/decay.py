@@ -153,22 +153,25 @@ CHUNK = 2_000
 
 def update_in_chunks(
     context: MemoryContext, ids: Sequence[str], change: Callable[[EngramState], float | None]
-) -> int:
-    """Set ``decay_factor = change(state)`` (None: unchanged) for ``ids``, chunk by chunk.
+) -> dict[str, float]:
+    """Set ``decay_factor = change(state)`` (None: unchanged) for ``ids``, chunk by chunk;
+    returns the values written, by engram id.
 
     Each chunk is re-read under the write lock and computed from what is stored then, so a
     recall that reinforced a memory since the caller's first look is never overwritten.
     """
-    changed = 0
+    written: dict[str, float] = {}
     for start in range(0, len(ids), CHUNK):
         with context.write_lock:
-            updates: dict[str, dict[str, Any]] = {}
+            values: dict[str, float] = {}
             for engram in context.store.engram_states(ids[start : start + CHUNK]):
                 value = change(engram)
                 if value is not None:
-                    updates[engram.id] = {"decay_factor": value}
-            changed += context.store.update_engrams(updates) if updates else 0
-    return changed
+                    values[engram.id] = value
+            if values:
+                context.store.update_engrams({i: {"decay_factor": v} for i, v in values.items()})
+            written |= values
+    return written
 
 
 @traced("decay")
@@ -185,7 +188,7 @@ def decay(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str,
 
     # A first look without the lock finds what may change; each chunk is then re-read under it.
     candidates = [engram.id for engram in context.store.engram_states() if change(engram) is not None]
-    changed = update_in_chunks(context, candidates, change)
+    changed = len(update_in_chunks(context, candidates, change))
     with context.write_lock:
         if since is None or now > since:
             context.store.set_meta(WATERMARK_KEY, now.isoformat())
@@ -228,7 +231,6 @@ def strengthen(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict
     context = runtime.context
     settings = context.settings
     since = _previous_watermark(state, context)
-    boosted: dict[str, float] = {}
 
     def change(engram: EngramState) -> float | None:
         value = strengthened(
@@ -239,14 +241,11 @@ def strengthen(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict
             settings.strengthen_boost,
             since,
         )
-        if value - engram.decay_factor <= _EPSILON:
-            return None
-        boosted[engram.id] = value
-        return value
+        return value if value - engram.decay_factor > _EPSILON else None
 
     candidates = [engram.id for engram in context.store.engram_states() if change(engram) is not None]
-    boosted.clear()  # the first look only finds candidates; the chunks record what was written
-    changed = update_in_chunks(context, candidates, change)
+    boosted = update_in_chunks(context, candidates, change)
+    changed = len(boosted)
     return {
         "report": {"strengthened": changed},
         "_candidates": [{"id": key, "score": value} for key, value in boosted.items()],
