@@ -269,10 +269,20 @@ def build_server(settings: Settings, *, on_shutdown: Callable[[], None] | None =
 
 def _start_background(tasks: anyio.abc.TaskGroup, runtime: Runtime) -> None:
     settings = runtime.settings
+    # The vector cache loads while the client's handshake runs, instead of on its first
+    # recall (measured at 10k: 370 ms of a first recall; at 100k: seconds).
+    threading.Thread(target=_warm, args=(runtime,), name="smriti-warm", daemon=True).start()
     if settings.consolidation_interval > 0:
         tasks.start_soon(_every, settings.consolidation_interval, "consolidation", runtime.consolidate)
     if runtime.backup is not None and settings.backup_sync_interval > 0:
         tasks.start_soon(_every, settings.backup_sync_interval, "backup sync", runtime.sync)
+
+
+def _warm(runtime: Runtime) -> None:
+    try:
+        runtime.memory.context.store.warm()
+    except Exception:  # why: a query will load it (or report the failure) itself
+        logger.debug("warming the store failed", exc_info=True)
 
 
 async def _every(seconds: float, what: str, func: Callable[[], Any]) -> None:

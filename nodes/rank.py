@@ -47,8 +47,14 @@ def reinforce(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
     if state["mode"] == "list" or not results:
         return {"_notes": "nothing reinforced"}
     now = context.clock()
-    with context.write_lock:
-        after = context.store.reinforce([r.id for r in results], now, context.settings.reinforce_boost)
+    written = context.reinforcer.reinforce([r.id for r in results], now)
+    boost = context.settings.reinforce_boost
+    # Queued behind another writer: show the values it will write.
+    after = (
+        written
+        if written is not None
+        else {r.id: (r.access_count + 1, min(1.0, r.decay_factor + boost)) for r in results}
+    )
     refreshed = []
     for r in results:
         if r.id in after:  # a memory forgotten meanwhile keeps the values it was read with
@@ -57,7 +63,8 @@ def reinforce(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
                 r, access_count=access_count, decay_factor=decay_factor, last_accessed_at=now
             )
         refreshed.append(r)
-    return {"results": refreshed, "_notes": f"reinforced {len(after)} memories"}
+    note = f"reinforced {len(after)} memories" + (" (queued behind a writer)" if written is None else "")
+    return {"results": refreshed, "_notes": note}
 
 
 def format_item(candidate: Candidate, explain: bool) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NotRequired, TypedDict, cast
 
 import numpy as np
 
+from smriti.nodes.reinforcement import Reinforcer
 from smriti.nodes.scoring import ScoringProfile, build_profile
 from smriti.stores.base import NO_CLUSTER, utcnow
 
@@ -64,6 +65,7 @@ class MemoryContext:
     _scoring: tuple[Settings, ScoringProfile] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+    _reinforcer: Reinforcer | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def scoring(self) -> ScoringProfile:
@@ -76,7 +78,16 @@ class MemoryContext:
             built = self._scoring = (self.settings, build_profile(self.settings))
         return built[1]
 
+    @property
+    def reinforcer(self) -> Reinforcer:
+        """Writes recall's reinforcement without waiting behind other writers (built once)."""
+        if self._reinforcer is None:
+            self._reinforcer = Reinforcer(self.store, self.write_lock, self.settings.reinforce_boost)
+        return self._reinforcer
+
     def close(self) -> None:
+        if self._reinforcer is not None:
+            self._reinforcer.close()
         self.store.close()
 
 

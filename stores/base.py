@@ -415,6 +415,11 @@ class GraphStore(Protocol):
 
     # -- lifecycle ------------------------------------------------------------------------
     def close(self) -> None: ...
+    def warm(self) -> None:
+        """Load now what the first query would load lazily (the vector cache); safe to call
+        from a background thread while queries run (they wait for it, not redo it)."""
+        ...
+
     def transaction(self) -> AbstractContextManager[None]:
         """Writes made inside commit together or not at all; nested uses join the outer one.
 
@@ -609,6 +614,9 @@ class StoreBase(ABC):
     def transaction(self) -> AbstractContextManager[None]:
         """No multi-statement transactions here: each write commits by itself."""
         return nullcontext()
+
+    def warm(self) -> None:  # noqa: B027 -- a hook backends may override; most need nothing
+        """Nothing to load ahead here: the backend's first query costs what later ones do."""
 
     @abstractmethod
     def create_engram(self, engram: Engram) -> None: ...

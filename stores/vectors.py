@@ -144,7 +144,13 @@ class VectorCache:
             ids.append(id_)
             types.append(memory_type)
             vectors.append(embedding)
-        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(ids), self.dims)
+        self.load_matrix(ids, types, np.asarray(vectors, dtype=np.float32).reshape(len(ids), self.dims))
+
+    def load_matrix(self, ids: list[str], types: list[str], matrix: np.ndarray) -> None:
+        """:meth:`load` from parallel lists and a float32 matrix (row i is ``ids[i]``'s),
+        which the cache keeps without a copy."""
+        if matrix.shape != (len(ids), self.dims) or len(types) != len(ids):
+            raise ValueError(f"load_matrix: {len(ids)} ids, {len(types)} types, a {matrix.shape} matrix")
         with self._lock:
             self._reset()
             saved = self._open_saved()

@@ -188,6 +188,25 @@ class EngramTable:
         """(id, memory_type) of every engram with an embedding: enough to open a saved vector index."""
         return self.db.read("SELECT id, memory_type FROM engram WHERE embedding IS NOT NULL")
 
-    def embeddings(self) -> list[tuple[str, str, bytes]]:
-        """(id, memory_type, float32 blob) of every engram with an embedding (the cache's load)."""
-        return self.db.read("SELECT id, memory_type, embedding FROM engram WHERE embedding IS NOT NULL")
+    def embeddings(self) -> tuple[list[str], list[str], np.ndarray]:
+        """Ids, memory types and the float32 matrix of every engram with an embedding (the
+        cache's load). Read in batches straight into one preallocated matrix: holding the
+        BLOBs as a list, joining them and copying rows made three copies of 614 MB at 100k."""
+        expected = int(self.db.read("SELECT count(*) FROM engram WHERE embedding IS NOT NULL")[0][0])
+        matrix = np.empty((expected, self.dims), dtype=np.float32)
+        ids: list[str] = []
+        types: list[str] = []
+        for batch in self.db.read_batches(
+            "SELECT id, memory_type, embedding FROM engram WHERE embedding IS NOT NULL"
+        ):
+            start = len(ids)
+            if start + len(batch) > len(matrix):  # rows committed since the count
+                matrix = np.concatenate([matrix, np.empty((len(batch), self.dims), dtype=np.float32)])
+            # One join per batch (12 MB) is a memcpy; a frombuffer per row cost 20 us each.
+            block = b"".join(row[2] for row in batch)
+            matrix[start : start + len(batch)] = np.frombuffer(block, dtype="<f4").reshape(
+                len(batch), self.dims
+            )
+            ids.extend(row[0] for row in batch)
+            types.extend(row[1] for row in batch)
+        return ids, types, matrix[: len(ids)]

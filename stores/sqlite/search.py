@@ -34,7 +34,7 @@ class SearchIndex:
 
     Args:
         db: the store's database.
-        load: returns (id, memory_type, float32 blob) of every embedded engram.
+        load: returns the ids, memory types and float32 matrix of every embedded engram.
         count: the number of engrams (for ensure_indexes).
         dims: the embedding dimension.
         ids: returns (id, memory_type) of every embedded engram: a saved HNSW index that covers
@@ -45,7 +45,7 @@ class SearchIndex:
     def __init__(
         self,
         db: Database,
-        load: Callable[[], list[tuple[str, str, bytes]]],
+        load: Callable[[], tuple[list[str], list[str], np.ndarray]],
         count: Callable[[], int],
         dims: int,
         *,
@@ -87,6 +87,11 @@ class SearchIndex:
             self.vectors.close()
 
     # -- queries -----------------------------------------------------------------------------------
+    def warm(self) -> None:
+        """Load the vector cache now (the server does it in the background at start)."""
+        with self.lock:
+            self._ensure_loaded()
+
     def _ensure_loaded(self) -> None:
         """Fill the cache from the BLOBs (caller holds ``self.lock``). Changes committed while
         loading wait on the lock and are applied after: adds and removes are idempotent."""
@@ -96,14 +101,9 @@ class SearchIndex:
         if self._ids is not None and saved is not None and saved.exists() and self.vectors.open(self._ids()):
             logger.debug("%s: opened the saved vector index", self.db.path)
             return
-        rows = self._load()
-        matrix = (
-            np.frombuffer(b"".join(blob for _, _, blob in rows), dtype="<f4").reshape(len(rows), self.dims)
-            if rows
-            else np.zeros((0, self.dims), dtype=np.float32)
-        )
-        self.vectors.load((id_, memory_type, matrix[i]) for i, (id_, memory_type, _) in enumerate(rows))
-        logger.debug("%s: loaded %d embeddings into the vector cache", self.db.path, len(rows))
+        ids, types, matrix = self._load()
+        self.vectors.load_matrix(ids, types, matrix)
+        logger.debug("%s: loaded %d embeddings into the vector cache", self.db.path, len(ids))
 
     def vector_search(
         self, embedding: Sequence[float], k: int, memory_type: str | None = None

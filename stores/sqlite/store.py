@@ -112,6 +112,9 @@ class SqliteStore(StoreBase):
         self.index.close()
         self.db.close()
 
+    def warm(self) -> None:
+        self.index.warm()
+
     def __enter__(self) -> SqliteStore:
         return self
 
