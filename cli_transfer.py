@@ -109,9 +109,9 @@ def import_from(memory: Memory, path: Path, reembed_all: bool = False) -> int:
         records = reembed(records, memory.context.embedder)
     memories = sum(1 for record in records if record.get("kind") == "engram")
     console = err()
-    columns = (TextColumn("importing memories"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console) as progress:
-        task = progress.add_task("import", total=memories)
+        task = progress.add_task("importing memories", total=memories)
         written = 0
 
         def advance(done: int) -> None:
@@ -122,9 +122,30 @@ def import_from(memory: Memory, path: Path, reembed_all: bool = False) -> int:
                 console.print(f"imported {written}/{memories} memories")
 
         try:
-            return memory.import_records(records, advance)
+            applied = memory.import_records(records, advance)
         except (KeyError, TypeError, ValueError) as error:
             raise InvalidInput(f"{path}: import stopped at a malformed record: {error!r}") from None
+        finish_indexes(memory, progress, console)
+        return applied
+
+
+def finish_indexes(memory: Memory, progress: Any, console: Any) -> None:
+    """Build the vector index now (past the store's threshold), with its own bar: the next
+    server then opens it from disk instead of searching exactly while it builds for minutes
+    (100k memories) in the background of every short session."""
+    task = None
+
+    def indexed(done: int, total: int) -> None:
+        nonlocal task
+        if task is None:
+            if done >= total:
+                return
+            task = progress.add_task("indexing vectors", total=total)
+            if not console.is_terminal:
+                console.print(f"indexing {total} vectors")
+        progress.update(task, completed=done, total=total)
+
+    memory.context.store.finish_indexes(indexed)
 
 
 def restore_backup(settings: Settings, user: str | None, force: bool) -> dict[str, Any]:

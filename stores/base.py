@@ -420,6 +420,11 @@ class GraphStore(Protocol):
         from a background thread while queries run (they wait for it, not redo it)."""
         ...
 
+    def finish_indexes(self, on_progress: Callable[[int, int], None] | None = None) -> None:
+        """Build now the search indexes a query would otherwise wait for or build in the
+        background (the import calls it): ``on_progress(done, total)`` follows it."""
+        ...
+
     def transaction(self) -> AbstractContextManager[None]:
         """Writes made inside commit together or not at all; nested uses join the outer one.
 
@@ -617,6 +622,9 @@ class StoreBase(ABC):
 
     def warm(self) -> None:  # noqa: B027 -- a hook backends may override; most need nothing
         """Nothing to load ahead here: the backend's first query costs what later ones do."""
+
+    def finish_indexes(self, on_progress: Callable[[int, int], None] | None = None) -> None:  # noqa: B027
+        """Nothing is built in the background here."""
 
     @abstractmethod
     def create_engram(self, engram: Engram) -> None: ...

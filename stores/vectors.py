@@ -117,6 +117,7 @@ class VectorCache:
         self._matrix = np.zeros((0, self.dims), dtype=np.float32)  # keys _indexed.. (+ capacity)
         self._norms = np.zeros(0, dtype=np.float32)
         self._index: Index | None = None
+        self._build_done = 0  # vectors in the graph being built (index_progress)
         self._pinned: list[np.ndarray] = []  # arrays whose rows the graph uses in place
         self._view = False  # the graph is a read-only memory map of index_path
         self._indexed = 0
@@ -387,6 +388,11 @@ class VectorCache:
         """True once queries go to the HNSW graph."""
         return self._index is not None
 
+    def index_progress(self) -> tuple[int, int]:
+        """(vectors in the HNSW graph or in its build so far, vectors in the cache)."""
+        with self._lock:
+            return (self._indexed if self._index is not None else self._build_done), len(self._ids)
+
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until the thread has nothing left to do (tests, benchmarks)."""
         with self._lock:
@@ -486,7 +492,7 @@ class VectorCache:
                 graph.add(np.arange(start, end, dtype=np.uint64), vectors, copy=False)
             finally:
                 self._lock.acquire()
-            done = end
+            done = self._build_done = end
         # Still holding the lock: add the last few, drop the dead, and switch over.
         keys = np.arange(done, size)
         keys = keys[self._alive[done:size]]

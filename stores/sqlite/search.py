@@ -92,6 +92,17 @@ class SearchIndex:
         with self.lock:
             self._ensure_loaded()
 
+    def finish(self, on_progress: Callable[[int, int], None] | None = None, poll: float = 0.5) -> None:
+        """Load the cache and wait for its HNSW graph to be built (past ANN_THRESHOLD) and
+        saved (the thread saves it before it goes idle), so that the next server opens it
+        memory-mapped instead of building it again."""
+        self.warm()
+        while not self.vectors.wait_idle(poll):
+            if on_progress is not None:
+                on_progress(*self.vectors.index_progress())
+        if on_progress is not None:
+            on_progress(*self.vectors.index_progress())
+
     def _ensure_loaded(self) -> None:
         """Fill the cache from the BLOBs (caller holds ``self.lock``). Changes committed while
         loading wait on the lock and are applied after: adds and removes are idempotent."""

@@ -18,7 +18,7 @@ explicit arguments:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,6 +114,9 @@ class SqliteStore(StoreBase):
 
     def warm(self) -> None:
         self.index.warm()
+
+    def finish_indexes(self, on_progress: Callable[[int, int], None] | None = None) -> None:
+        self.index.finish(on_progress)
 
     def __enter__(self) -> SqliteStore:
         return self
