@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -130,10 +131,14 @@ def run_import(records: Path, env: dict[str, str], size: int, timeout: float, lo
     seconds = time.perf_counter() - started
     if code != 0:
         return {"status": "failed", "seconds": seconds, "load": load(), "error": f"exit {code}: {_tail(log)}"}
+    # Past the ANN threshold the command also builds the vector index: reported apart.
+    built = re.search(r"vector index built over \d+ vectors in ([\d.]+) s", log.read_text())
+    index_seconds = float(built.group(1)) if built else 0.0
     return {
         "status": "ok",
         "seconds": seconds,
-        "memories_per_s": size / seconds,
+        "index_seconds": index_seconds,
+        "memories_per_s": size / max(seconds - index_seconds, 1e-9),
         "load": load(),
         "output": _tail(log, 1),
     }
