@@ -149,9 +149,8 @@ def finish_indexes(memory: Memory, progress: Any, console: Any) -> None:
     started = time.perf_counter()
     memory.context.store.finish_indexes(indexed)
     if task is not None:  # the benchmark reads this line (bench/scale_session.py)
-        console.print(
-            f"vector index built over {progress.tasks[task].total} vectors in {time.perf_counter() - started:.1f} s"
-        )
+        seconds = time.perf_counter() - started
+        console.print(f"vector index built over {progress.tasks[task].total} vectors in {seconds:.1f} s")
 
 
 def restore_backup(settings: Settings, user: str | None, force: bool) -> dict[str, Any]:
