@@ -162,10 +162,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--http-calls", type=int, default=40, help="recall calls per HTTP run")
     parser.add_argument(
         "--embedded",
-        nargs="+",
+        nargs="*",
         choices=EMBEDDED,
         default=["sqlite"],
-        help="embedded backends to run (default: sqlite, the default DB_TYPE; kuzu for the old one)",
+        help="embedded backends to run (default: sqlite, the default DB_TYPE; kuzu for the old one; "
+        "none with --falkordb for FalkorDB alone)",
     )
     parser.add_argument("--falkordb", action="store_true", help="also FalkorDB in tenant mode (falkordblite)")
     parser.add_argument("--no-reference", action="store_true", help="skip the npm reference memory server")

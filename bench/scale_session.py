@@ -231,6 +231,7 @@ def stdio_phase(env, corpus, matrix, queries, stores, reference, timeout, work, 
 
 
 async def _stdio(env, corpus, queries, stores, reference, timeout, work, progress, out) -> None:
+    import jsonschema  # noqa: F401 -- the client's lazy import (~0.1-0.3 s) is not the server's time
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -245,6 +246,9 @@ async def _stdio(env, corpus, queries, stores, reference, timeout, work, progres
             started = time.perf_counter()
             client = await stack.enter_async_context(Client(stdio_client(params, errlog=errlog)))
             out["initialize_ms"] = (time.perf_counter() - started) * 1000.0
+            # As IDE clients do at the start of a session (and the SDK client would do inside the
+            # first call, to validate results against the tools' output schemas).
+            await client.list_tools()
             pid = child_pid("smriti")
             with anyio.fail_after(timeout):
                 first_ms, _ = await call(client, "smriti_recall", {"query": queries[0], "limit": LIMIT})
