@@ -83,7 +83,7 @@ def _local_embedder(settings: Settings) -> Embeddings:
         from langchain_huggingface import HuggingFaceEmbeddings
     except ImportError:
         raise ProviderError(
-            "EMBEDDING_PROVIDER=local needs sentence-transformers: pip install 'smriti-mcp[local]'"
+            "EMBEDDING_PROVIDER=local needs sentence-transformers: pip install 'smriti-graph[local]'"
         ) from None
     try:
         embedder = HuggingFaceEmbeddings(
@@ -93,7 +93,7 @@ def _local_embedder(settings: Settings) -> Embeddings:
         )
     except ImportError:
         raise ProviderError(
-            "EMBEDDING_PROVIDER=local needs sentence-transformers: pip install 'smriti-mcp[local]'"
+            "EMBEDDING_PROVIDER=local needs sentence-transformers: pip install 'smriti-graph[local]'"
         ) from None
     except Exception as error:
         raise ProviderError(

@@ -87,7 +87,7 @@ def make_store(settings: Settings, user: str | None = None) -> GraphStore:
     except ImportError as error:
         extra = {"ladybug": "ladybug", "falkordb": "falkordb", "neo4j": "neo4j"}.get(name, "all")
         raise StoreError(
-            f"DB_TYPE={name} needs an optional dependency ({error.name}): pip install 'smriti-mcp[{extra}]'"
+            f"DB_TYPE={name} needs an optional dependency ({error.name}): pip install 'smriti-graph[{extra}]'"
         ) from error
     return getattr(module, factory_name)(settings, user)
 

@@ -245,5 +245,5 @@ def test_example_client_configs_launch_smriti_mcp(client):
     config = json.loads((Path(__file__).parents[1] / "examples" / "mcp" / f"{client}.json").read_text())
     launches = [(s["command"], s.get("args", [])) for s in config["mcpServers"].values()]
     assert ("smriti-mcp", []) in launches
-    assert ("uvx", ["--from", "smriti-mcp", "smriti-mcp"]) in launches
+    assert ("uvx", ["--from", "smriti-graph", "smriti-mcp"]) in launches
     assert any(command.endswith("/.venv/bin/smriti-mcp") for command, _ in launches)

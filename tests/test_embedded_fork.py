@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("SMRITI_TEST_LADYBUG") == "1", reason="already inside the child run")
-@pytest.mark.skipif(importlib.util.find_spec("ladybug") is None, reason="pip install 'smriti-mcp[ladybug]'")
+@pytest.mark.skipif(importlib.util.find_spec("ladybug") is None, reason="pip install 'smriti-graph[ladybug]'")
 def test_store_suites_pass_on_the_kuzu_fork_in_a_child_process(tmp_path):
     env = {**os.environ, "SMRITI_TEST_LADYBUG": "1"}
     command = [

@@ -40,5 +40,5 @@ def test_mcp_client_configurations_start_smriti_with_known_settings(name):
     assert servers
     for server in servers.values():
         command = [Path(server["command"]).name, *server["args"]]
-        assert command == ["smriti-mcp"] or command == ["uvx", "--from", "smriti-mcp", "smriti-mcp"]
+        assert command == ["smriti-mcp"] or command == ["uvx", "--from", "smriti-graph", "smriti-mcp"]
         assert {key.lower() for key in server["env"]} <= set(Settings.model_fields)

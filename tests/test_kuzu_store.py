@@ -235,7 +235,7 @@ _CHILD = (
 @pytest.fixture(scope="module")
 def ladybug_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     if importlib.util.find_spec("ladybug") is None:
-        pytest.skip("ladybug is not installed (pip install 'smriti-mcp[ladybug]')")
+        pytest.skip("ladybug is not installed (pip install 'smriti-graph[ladybug]')")
     root = tmp_path_factory.mktemp("ladybug")
     child = subprocess.run(
         [sys.executable, "-c", _CHILD, __file__, str(root)], capture_output=True, text=True, timeout=120

@@ -55,7 +55,7 @@ class S3Remote:
             import boto3
             from botocore.config import Config
         except ImportError:
-            raise BackupError("BACKUP_TYPE=s3 needs boto3: pip install 'smriti-mcp[s3]'") from None
+            raise BackupError("BACKUP_TYPE=s3 needs boto3: pip install 'smriti-graph[s3]'") from None
         options: dict[str, Any] = {
             "connect_timeout": min(timeout, 10.0),
             "read_timeout": timeout,

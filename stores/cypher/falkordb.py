@@ -67,7 +67,7 @@ def _connect(settings: Settings) -> tuple[Any, str]:
         import falkordb
     except ImportError as error:  # pragma: no cover - the extra is installed in tests
         raise StoreError(
-            "DB_TYPE=falkordb needs the falkordb client: pip install 'smriti-mcp[falkordb]'"
+            "DB_TYPE=falkordb needs the falkordb client: pip install 'smriti-graph[falkordb]'"
         ) from error
     from redis.exceptions import RedisError
 

@@ -91,7 +91,7 @@ def import_backend(backend: str) -> ModuleType:
         return importlib.import_module(module_name)
     except ImportError as error:
         raise StoreError(
-            f"DB_TYPE={backend} needs the {module_name} package: pip install 'smriti-mcp[{backend}]'"
+            f"DB_TYPE={backend} needs the {module_name} package: pip install 'smriti-graph[{backend}]'"
         ) from error
 
 
