@@ -5,9 +5,17 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck format bench bench-scale clean
+.PHONY: install run test lint typecheck format bench bench-scale clean check-python
 
-$(STAMP): pyproject.toml
+# A .venv made by another Python (a 3.11 or 3.13 on PATH once) fails later in confusing ways:
+# say so before anything is installed into it.
+check-python:
+	@if [ -x $(PY) ] && ! $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then \
+		echo "make: .venv was built with $$($(PY) -V 2>&1), not Python 3.12: remove it (rm -rf $(VENV)) and run make again" >&2; \
+		exit 1; \
+	fi
+
+$(STAMP): pyproject.toml | check-python
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[all]'

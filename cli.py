@@ -220,10 +220,14 @@ def list_(
 
 
 @app.command()
-def forget(ctx: typer.Context, memory_id: Annotated[str, typer.Argument(help="Id of the memory.")]) -> None:
+def forget(
+    ctx: typer.Context,
+    memory_id: Annotated[str, typer.Argument(help="Id of the memory, or a unique start of it (4+ chars).")],
+) -> None:
     """Delete one memory."""
     with _handled(), _runtime(ctx) as runtime:
-        done = runtime.memory.forget(memory_id)
+        memory = runtime.memory
+        done = memory.forget(memory.resolve_id(memory_id))
     out().print(f"forgot [cyan]{done['forgotten']}[/cyan]")
 
 

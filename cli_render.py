@@ -40,6 +40,9 @@ def notice(message: str) -> None:
     err().print(f"[yellow]{escape(message)}[/yellow]")
 
 
+SHORT_ID = 8  # characters of an id shown on a narrow terminal
+
+
 def _short(text: str, limit: int = 240) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -52,11 +55,14 @@ def results_table(result: Mapping[str, Any], width: int = 120) -> Table:
     if not result.get("query"):
         title = f"{result.get('total_results', 0)} most recently used memories"
     wide = width >= 140  # entities only fit beside the text on a wide terminal
-    narrow = width < 110  # a full id no longer fits on one line: fold it rather than crop the text
-    table = Table(title=escape(title))
+    # A full id (36 characters) leaves the text too little room on a narrow terminal, and a
+    # folded one cannot be copied: show its start, which `smriti forget` accepts, as git does.
+    narrow = width < 110
+    caption = f"ids cut to {SHORT_ID}: any unique start works; --json shows them whole" if narrow else None
+    table = Table(title=escape(title), caption=caption)
     table.add_column("#", justify="right", style="dim", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
-    table.add_column("id", style="cyan", no_wrap=not narrow, overflow="fold", min_width=9)
+    table.add_column("id", style="cyan", no_wrap=True)
     table.add_column("type", no_wrap=not narrow, overflow="fold")
     table.add_column("cluster", justify="right", no_wrap=True)
     table.add_column("memory", ratio=3, min_width=20)
@@ -66,7 +72,7 @@ def results_table(result: Mapping[str, Any], width: int = 120) -> Table:
         row = [
             str(rank),
             f"{item['score']:.3f}",
-            item["id"],
+            item["id"][:SHORT_ID] if narrow else item["id"],
             item["memory_type"],
             str(item["cluster_id"]),
             escape(_short(item["text"])),

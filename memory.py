@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from smriti.nodes.state import MemoryContext
 
 
+MIN_ID_PREFIX = 4  # characters of an id that `smriti forget` accepts as its start
+
+
 class Memory:
     """One user's memory: store, recall, forget, consolidate, stats, export and import."""
 
@@ -87,6 +90,30 @@ class Memory:
             if not self.context.store.delete_engram(memory_id.strip()):
                 raise NotFound(f"no memory with id {memory_id!r}")
         return {"forgotten": memory_id.strip()}
+
+    def resolve_id(self, prefix: str) -> str:
+        """The id of the one memory whose id is or starts with ``prefix`` (the CLI shows ids
+        shortened, as git shows commits).
+
+        Raises:
+            InvalidInput: an empty, too short (under 4 characters) or ambiguous prefix.
+            NotFound: no memory's id starts with it.
+        """
+        prefix = prefix.strip()
+        if not prefix:
+            raise InvalidInput("a memory id (or the start of one) is required")
+        store = self.context.store
+        if store.get_engram(prefix) is not None:
+            return prefix
+        if len(prefix) < MIN_ID_PREFIX:
+            raise InvalidInput(f"give at least {MIN_ID_PREFIX} characters of the memory id, not {prefix!r}")
+        matches = [state.id for state in store.engram_states() if state.id.startswith(prefix)]
+        if not matches:
+            raise NotFound(f"no memory with an id starting {prefix!r}")
+        if len(matches) > 1:
+            shown = ", ".join(sorted(matches)[:5])
+            raise InvalidInput(f"{len(matches)} memories have ids starting {prefix!r} ({shown}): give more")
+        return matches[0]
 
     def consolidate(
         self, now: datetime | None = None, on_step: Callable[[str], None] | None = None

@@ -6,6 +6,7 @@ it is re-exported here because callers build contexts through this module.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from smriti.nodes.state import MemoryContext
@@ -17,6 +18,9 @@ if TYPE_CHECKING:
     from smriti.config import Settings
 
 __all__ = ["MemoryContext", "build_context"]
+
+
+logger = logging.getLogger("smriti.providers.models")  # where the notice was logged before
 
 
 def build_context(
@@ -36,11 +40,18 @@ def build_context(
         llm: a chat model to use instead of the configured one.
         embedder: an embeddings model to use instead of the configured one.
     """
-    from smriti.providers.models import build_chat_model, build_embedder, check_embedding_identity
+    from smriti.providers.models import (
+        build_chat_model,
+        build_embedder,
+        check_embedding_identity,
+        offline_notice,
+    )
     from smriti.stores import make_store
 
     chat = llm if llm is not None else build_chat_model(settings)
     embeddings = embedder if embedder is not None else build_embedder(settings)
+    if llm is None and embedder is None and (notice := offline_notice(settings)):
+        logger.warning(notice)
     store = make_store(settings, user)
     try:
         check_embedding_identity(store, embeddings, settings)

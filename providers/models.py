@@ -29,9 +29,7 @@ def build_chat_model(settings: Settings) -> BaseChatModel | None:
     """The configured chat model, or None for offline heuristic analysis."""
     provider = settings.llm_provider
     if provider == "heuristic" or (provider == "auto" and settings.llm_api_key is None):
-        if provider == "auto":
-            log.warning("no LLM_API_KEY: memories are analysed offline by the heuristic extractor")
-        return None
+        return None  # build_context says so once (offline_notice)
     from langchain_openai import ChatOpenAI
 
     return ChatOpenAI(
@@ -44,16 +42,26 @@ def build_chat_model(settings: Settings) -> BaseChatModel | None:
     )
 
 
+def offline_notice(settings: Settings) -> str | None:
+    """One line saying what runs offline for want of a key (None when nothing does, or when the
+    offline choice was explicit): a command prints it once, not a line per model."""
+    analysis = settings.llm_provider == "auto" and settings.llm_api_key is None
+    embedding = settings.embedding_provider == "auto" and settings.effective_embedding_key is None
+    lexical = "the hashing embedder (lexical, not semantic)"
+    if analysis and embedding:
+        return f"offline (no LLM_API_KEY): the heuristic cue extractor and {lexical}"
+    if analysis:
+        return "offline analysis (no LLM_API_KEY): the heuristic cue extractor"
+    if embedding:
+        return f"offline embeddings (no EMBEDDING_API_KEY or LLM_API_KEY): {lexical}"
+    return None
+
+
 def build_embedder(settings: Settings) -> Embeddings:
     """The configured embedder; raises ProviderError when it cannot be built offline."""
     provider = settings.embedding_provider
     if provider == "auto":
         provider = "openai" if settings.effective_embedding_key is not None else "hashing"
-        if provider == "hashing":
-            log.warning(
-                "no EMBEDDING_API_KEY or LLM_API_KEY: using the offline hashing embedder "
-                "(lexical, not semantic)"
-            )
     if provider == "hashing":
         from smriti.providers.hashing import HashingEmbeddings
 

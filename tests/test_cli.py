@@ -247,3 +247,69 @@ def test_example_client_configs_launch_smriti_mcp(client):
     assert ("smriti-mcp", []) in launches
     assert ("uvx", ["--from", "smriti-graph", "smriti-mcp"]) in launches
     assert any(command.endswith("/.venv/bin/smriti-mcp") for command, _ in launches)
+
+
+def test_forget_takes_a_unique_start_of_an_id(cli, tmp_path):
+    ids = store_all(cli)
+    assert "at least 4 characters" in cli("forget", ids[0][:3]).stderr
+    assert "no memory with an id starting" in cli("forget", "zzzz-not-an-id").stderr
+    assert ids[0] in ok(cli("forget", ids[0][:8]))
+    listed = json.loads(ok(cli("list", "--json")))
+    assert {item["id"] for item in listed["results"]} == set(ids[1:])
+
+
+def test_forget_refuses_an_ambiguous_start_and_changes_nothing(tmp_path):
+    from smriti.config import Settings
+    from smriti.errors import InvalidInput
+    from smriti.memory import Memory
+    from smriti.stores.base import Engram
+
+    settings = Settings(**{k.lower(): v for k, v in offline_env(tmp_path / "store").items()})
+    with Memory.open(settings) as memory:
+        for suffix in ("1", "2"):
+            memory.context.store.create_engram(Engram(id=f"abcd-{suffix}", content=f"memory {suffix}"))
+        with pytest.raises(InvalidInput, match="2 memories have ids starting 'abcd'"):
+            memory.resolve_id("abcd")
+        assert memory.resolve_id("abcd-2") == "abcd-2"
+        assert memory.context.store.count_engrams() == 2
+
+
+def test_a_narrow_terminal_shows_ids_cut_to_a_prefix_that_forget_accepts(cli, tmp_path):
+    ids = store_all(cli)
+    narrow = offline_env(tmp_path / "store", COLUMNS="80")
+    table = ok(cli("list", env=narrow))
+    assert ids[0][:8] in table and ids[0] not in table
+    assert "any unique start works" in table
+    wide = ok(cli("list"))
+    assert all(i in wide for i in ids)
+
+
+def test_offline_runs_say_so_in_one_line(cli, tmp_path, caplog):
+    keyless = offline_env(tmp_path / "store", LLM_PROVIDER="auto", EMBEDDING_PROVIDER="auto")
+    with caplog.at_level("WARNING"):
+        ok(cli("stats", env=keyless))
+    notices = [r.getMessage() for r in caplog.records if "offline" in r.getMessage()]
+    assert len(notices) == 1, notices
+    assert "LLM_API_KEY" in notices[0] and "hashing embedder" in notices[0]
+
+
+def test_make_refuses_a_venv_of_another_python(tmp_path):
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    if shutil.which("make") is None:
+        pytest.fail("make is required (the quick start uses it)")
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(Path(__file__).resolve().parent.parent / "Makefile", project / "Makefile")
+    (project / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    python = project / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    # A venv whose interpreter is 3.11: answers -V, fails the version check.
+    python.write_text('#!/bin/sh\nif [ "$1" = "-V" ]; then echo "Python 3.11.9"; exit 0; fi\nexit 1\n')
+    python.chmod(0o755)
+    done = subprocess.run(["make", "install"], cwd=project, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "Python 3.11.9, not Python 3.12" in done.stderr and "rm -rf .venv" in done.stderr
+    assert not (project / ".venv" / ".installed").exists()

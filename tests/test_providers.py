@@ -16,6 +16,7 @@ from smriti.providers.models import (
     ProviderError,
     build_chat_model,
     build_embedder,
+    offline_notice,
     check_embedding_identity,
 )
 from smriti.stores.base import EmbeddingMismatchError
@@ -155,7 +156,11 @@ def test_auto_without_keys_is_offline(settings, caplog):
     assert build_chat_model(offline) is None
     embedder = build_embedder(offline)
     assert isinstance(embedder, HashingEmbeddings) and embedder.dims == settings.embedding_dims
-    assert "offline" in caplog.text
+    notice = offline_notice(offline)
+    assert notice is not None and "heuristic" in notice and "hashing" in notice
+    assert offline_notice(settings) is None  # chosen explicitly: nothing to warn about
+    only_llm = offline.model_copy(update={"embedding_api_key": "sk-x"})
+    assert offline_notice(only_llm) == "offline analysis (no LLM_API_KEY): the heuristic cue extractor"
 
 
 def test_local_embedder_never_downloads(settings, monkeypatch, tmp_path):
