@@ -16,8 +16,8 @@ from smriti.providers.models import (
     ProviderError,
     build_chat_model,
     build_embedder,
-    offline_notice,
     check_embedding_identity,
+    offline_notice,
 )
 from smriti.stores.base import EmbeddingMismatchError
 
