@@ -313,3 +313,21 @@ def test_make_refuses_a_venv_of_another_python(tmp_path):
     assert done.returncode != 0
     assert "Python 3.11.9, not Python 3.12" in done.stderr and "rm -rf .venv" in done.stderr
     assert not (project / ".venv" / ".installed").exists()
+
+
+def test_the_readme_command_line_example_works_offline(cli):
+    """The README's store-then-recall example, as written (optional [flags] dropped), no API key."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = readme.split("## Command line", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    store_line = next(line for line in block.splitlines() if line.startswith("smriti store "))
+    recall_line = next(line for line in block.splitlines() if line.startswith("smriti recall "))
+    recall_line = re.sub(r"\s*\[[^\]]*\]", "", recall_line)
+    store_all(cli)  # other memories beside it: the example must find its own, first
+    stored = ok(cli(*shlex.split(store_line)[1:], "--json"))
+    memory_id = json.loads(stored)["id"]
+    found = json.loads(ok(cli(*shlex.split(recall_line)[1:], "--json")))
+    assert [item["id"] for item in found["results"]][:1] == [memory_id]
