@@ -43,6 +43,7 @@ from pydantic import Field
 
 from smriti.config import Settings, load_settings
 from smriti.errors import SmritiError, UserError
+from smriti.server_resources import register_resources
 from smriti.server_runtime import (
     Runtime,
     close_runtime,
@@ -61,8 +62,15 @@ from smriti.server_schemas import (
     StoreResult,
 )
 from smriti.server_stdio import run_stdio
+from smriti.validators import (
+    MemoryType,
+    check_content,
+    check_importance,
+    check_limit,
+    check_memory_type,
+    check_mode,
+)
 from smriti.validators import RecallMode as Mode
-from smriti.validators import check_content, check_importance, check_limit, check_memory_type, check_mode
 
 logger = logging.getLogger("smriti.server")
 
@@ -133,7 +141,7 @@ def _check[T](check: Callable[..., T], *args: Any) -> T:
 async def smriti_store(
     ctx: ToolContext,
     content: Annotated[str, Field(description="The memory, as self-contained sentences")],
-    importance: Annotated[float, Field(description="0.0-1.0; 0.8+ is never pruned")] = 0.5,
+    importance: Annotated[float, Field(ge=0.0, le=1.0, description="0.0-1.0; 0.8+ is never pruned")] = 0.5,
     tags: Annotated[str, Field(description="Comma-separated labels")] = "",
     source: Annotated[str, Field(description="Origin label, e.g. meeting-notes")] = "",
 ) -> Annotated[CallToolResult, StoreResult]:
@@ -151,24 +159,25 @@ async def smriti_store(
 async def smriti_recall(
     ctx: ToolContext,
     query: Annotated[str, Field(description="Natural-language question or keywords")] = "",
-    limit: Annotated[int, Field(description="Maximum number of results")] = 5,
+    # 1000 is MEMORY_FABRIC_MAX_RESULTS's own ceiling; the configured maximum is checked below.
+    limit: Annotated[int, Field(ge=1, le=1000, description="Maximum number of results")] = 5,
     mode: Annotated[
         Mode, Field(description="recall (deep), search (vector only) or list (recent)")
     ] = "recall",
-    memory_type: Annotated[str | None, Field(description="Filter: episodic, semantic or procedural")] = None,
+    memory_type: Annotated[MemoryType | None, Field(description="Filter: only memories of this type")] = None,
     explain: Annotated[bool, Field(description="Add the per-step trace and score components")] = False,
 ) -> Annotated[CallToolResult, RecallResult]:
     runtime = ctx.request_context.lifespan_context
     _check(check_mode, mode)
     _check(check_limit, limit, runtime.settings.memory_fabric_max_results)
-    memory_type = _check(check_memory_type, memory_type)
+    type_filter = _check(check_memory_type, memory_type)  # direct callers skip the schema
     result = await _call(
         "recall",
         runtime.memory.recall,
         query,
         limit=limit,
         mode=mode,
-        memory_type=memory_type,
+        memory_type=type_filter,
         explain=explain,
     )
     return _result(result)
@@ -208,12 +217,16 @@ TOOLS: tuple[tuple[Callable[..., Any], str, str, ToolAnnotations], ...] = (
         STORE_DESCRIPTION,
         ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
     ),
-    # Recall only bumps access statistics (reinforcement); it never changes what is remembered.
+    # Not read-only: recall reinforces what it returns (access count, last access, decay). It
+    # changes no memory's content and removes nothing. memory://stats and memory://recent are
+    # the read-only ways in.
     (
         smriti_recall,
         "Recall",
         RECALL_DESCRIPTION,
-        ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+        ),
     ),
     (
         smriti_manage,
@@ -237,9 +250,12 @@ def build_server(settings: Settings, *, on_shutdown: Callable[[], None] | None =
         ``smriti_manage``; run it with :func:`serve` or any MCP transport.
     """
 
+    opened: list[Runtime] = []  # the lifespan's runtime, for the resources (see server_resources)
+
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[Runtime]:
         runtime = await anyio.to_thread.run_sync(open_runtime, settings)
+        opened[:] = [runtime]
         try:
             async with anyio.create_task_group() as tasks:
                 _start_background(tasks, runtime)
@@ -264,6 +280,7 @@ def build_server(settings: Settings, *, on_shutdown: Callable[[], None] | None =
     )
     for tool, title, description, hints in TOOLS:
         server.add_tool(tool, name=tool.__name__, title=title, description=description, annotations=hints)
+    register_resources(server, lambda: opened[0])
     return server
 
 
@@ -406,6 +423,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="smriti-mcp",
         description="Smriti graph memory MCP server. Configuration comes from environment variables.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
     parser.add_argument("--host", default="127.0.0.1", help="bind address for streamable-http")
     parser.add_argument("--port", type=int, default=8000, help="port for streamable-http (default 8000)")

@@ -13,6 +13,10 @@ from typing import Any, Literal, get_args
 from smriti.errors import InvalidInput
 from smriti.stores.base import MEMORY_TYPES, clean_label
 
+MemoryType = Literal["episodic", "semantic", "procedural"]
+"""The memory types (``stores.base.MEMORY_TYPES``), as a type for schemas."""
+assert get_args(MemoryType) == tuple(MEMORY_TYPES), "MemoryType must list stores.base.MEMORY_TYPES"
+
 RecallMode = Literal["recall", "search", "list"]
 """recall: the full pipeline; search: vector similarity only; list: most recently accessed."""
 RECALL_MODES: tuple[str, ...] = get_args(RecallMode)

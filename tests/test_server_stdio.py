@@ -52,11 +52,21 @@ def check_tool_schemas(tools) -> None:
     assert list(props) == ["content", "importance", "tags", "source"] and required == ["content"]
     assert [props[name].get("default") for name in props] == [None, 0.5, "", ""]
     assert props["importance"]["type"] == "number"
+    assert (props["importance"]["minimum"], props["importance"]["maximum"]) == (0.0, 1.0)
 
     props, required = params("smriti_recall")
     assert list(props) == ["query", "limit", "mode", "memory_type", "explain"] and required == []
     assert [props[name]["default"] for name in props] == ["", 5, "recall", None, False]
     assert props["mode"]["enum"] == ["recall", "search", "list"]
+    assert (props["limit"]["minimum"], props["limit"]["maximum"]) == (1, 1000)
+    memory_types = [option.get("enum") for option in props["memory_type"]["anyOf"]]
+    assert ["episodic", "semantic", "procedural"] in memory_types
+
+    # The annotations say what the tools do: recall reinforces (not read-only), only manage
+    # (forget) destroys.
+    hints = {name: tool.annotations for name, tool in by_name.items()}
+    assert hints["smriti_recall"].read_only_hint is False and hints["smriti_recall"].destructive_hint is False
+    assert hints["smriti_store"].destructive_hint is False and hints["smriti_manage"].destructive_hint is True
 
     props, required = params("smriti_manage")
     assert list(props) == ["action", "memory_id"] and required == ["action"]

@@ -1,0 +1,53 @@
+"""Resources and the prompt, through a real MCP session with the server over stdio."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from tests.test_server_stdio import MEMORIES, server_command, server_env
+
+
+def test_stats_recent_and_the_relevant_memories_prompt(tmp_path):
+    command = server_command()
+    params = StdioServerParameters(command=command[0], args=command[1:], env=server_env(tmp_path))
+
+    async def main() -> None:
+        async with Client(stdio_client(params)) as client:
+            for text in MEMORIES:
+                await client.call_tool("smriti_store", {"content": text})
+            listed = await client.list_resources()
+            assert {str(r.uri) for r in listed.resources} >= {"memory://stats", "memory://recent"}
+
+            stats = json.loads((await client.read_resource("memory://stats")).contents[0].text)
+            assert stats["engrams"] == len(MEMORIES)
+
+            recent = json.loads((await client.read_resource("memory://recent")).contents[0].text)
+            assert {item["text"] for item in recent["results"]} == set(MEMORIES)
+            # reading the resource reinforced nothing
+            assert all(item["metadata"]["access_count"] == 0 for item in recent["results"])
+
+            prompts = await client.list_prompts()
+            assert "relevant_memories" in [p.name for p in prompts.prompts]
+            prompt = await client.get_prompt("relevant_memories", {"task": "paginate the orders API"})
+            text = prompt.messages[0].content.text
+            assert "cursor-based pagination" in text and text.endswith("The task: paginate the orders API")
+
+            refused = await client.call_tool("smriti_store", {"content": "x", "importance": 1.5})
+            assert refused.is_error
+            after = json.loads((await client.read_resource("memory://stats")).contents[0].text)
+            assert after["engrams"] == len(MEMORIES)
+
+    anyio.run(main)
+
+
+def test_version_flag():
+    done = subprocess.run([*server_command(), "--version"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    from smriti import __version__
+
+    assert done.stdout.strip() == f"smriti-mcp {__version__}"
