@@ -20,6 +20,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -37,9 +38,9 @@ from smriti.cli_render import (
     results_table,
     trace_renderables,
 )
-from smriti.cli_transfer import export_to, import_from
+from smriti.cli_transfer import export_to, import_from, import_plain
 from smriti.config import load_settings
-from smriti.errors import SmritiError
+from smriti.errors import InvalidInput, SmritiError
 from smriti.stores.base import MemoryType
 from smriti.validators import RecallMode as Mode
 
@@ -63,6 +64,12 @@ ServerOption = Annotated[
     str | None,
     typer.Option(help="Ask a running streamable-HTTP smriti-mcp (e.g. http://127.0.0.1:8000/mcp) instead."),
 ]
+
+
+class ImportSource(StrEnum):
+    smriti = "smriti"
+    server_memory = "server-memory"
+    text = "text"
 
 
 @dataclass
@@ -284,16 +291,36 @@ def export_(
 def import_(
     ctx: typer.Context,
     path: Annotated[
-        Path, typer.Argument(help="A JSON Lines file written by export.", exists=True, dir_okay=False)
+        Path,
+        typer.Argument(
+            help="An export (JSON Lines), a server-memory file, or text/Markdown (file or folder).",
+            exists=True,
+        ),
     ],
     reembed_all: Annotated[
         bool, typer.Option("--reembed", help="Embed every memory again with the configured embedder.")
     ] = False,
+    source: Annotated[
+        ImportSource,
+        typer.Option(
+            "--from",
+            help="smriti: an export; server-memory: the MCP reference server's file; text: paragraphs.",
+        ),
+    ] = ImportSource.smriti,
 ) -> None:
-    """Import an export (idempotent: importing the same file twice changes nothing)."""
+    """Import an export, another memory server's file or text (idempotent: twice adds nothing)."""
     with _handled(), _runtime(ctx) as runtime:
-        count = import_from(runtime.memory, path, reembed_all)
-    out().print(f"imported {count} records from {path}")
+        if source is ImportSource.smriti:
+            if path.is_dir():
+                raise InvalidInput(f"{path} is a folder: an export is one file (--from text reads folders)")
+            count = import_from(runtime.memory, path, reembed_all)
+            out().print(f"imported {count} records from {path}")
+            return
+        counts = import_plain(runtime.memory, path, source.value)
+    out().print(
+        f"imported {counts['stored']} memories from {path}"
+        f" ({counts['deduplicated']} already known, {counts['relations']} relations)"
+    )
 
 
 @app.command()

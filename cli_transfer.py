@@ -130,6 +130,21 @@ def import_from(memory: Memory, path: Path, reembed_all: bool = False) -> int:
         return applied
 
 
+def import_plain(memory: Memory, path: Path, source: str) -> dict[str, int]:
+    """``smriti import --from server-memory|text``: store each item with a progress bar."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from smriti.cli_render import err
+    from smriti.importers import read_items, store_items
+
+    items = read_items(Path(path), source)  # type: ignore[arg-type]  # the CLI's choices
+    console = err()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("storing memories", total=len(items))
+        return store_items(memory, items, lambda: progress.advance(task))
+
+
 def finish_indexes(memory: Memory, progress: Any, console: Any) -> None:
     """Build the vector index now (past the store's threshold), with its own bar: the next
     server then opens it from disk instead of searching exactly while it builds for minutes

@@ -1,0 +1,93 @@
+"""``smriti import --from server-memory|text``: other memory servers' files and plain text."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from smriti.cli import app
+from smriti.importers import paragraphs
+from tests.envs import offline_env
+
+SERVER_MEMORY = [
+    {"type": "entity", "name": "Alice", "entityType": "person", "observations": ["Speaks fluent Spanish"]},
+    {
+        "type": "entity",
+        "name": "Acme",
+        "entityType": "organization",
+        "observations": ["Builds rockets in Nevada"],
+    },
+    {"type": "relation", "from": "Alice", "to": "Acme", "relationType": "works_at"},
+]
+
+
+@pytest.fixture
+def run(tmp_path):
+    env = offline_env(tmp_path / "store", COLUMNS="200")
+    runner = CliRunner()
+    return lambda *args: runner.invoke(app, list(args), env=env)
+
+
+def _export(run, tmp_path) -> list[dict]:
+    out = tmp_path / "export.jsonl"
+    assert run("export", str(out)).exit_code == 0
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def test_server_memory_file(run, tmp_path):
+    path = tmp_path / "memory.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in SERVER_MEMORY) + "\n")
+    first = run("import", "--from", "server-memory", str(path))
+    assert first.exit_code == 0, first.output
+    assert "imported 3 memories" in first.stdout and "1 relations" in first.stdout
+    second = run("import", "--from", "server-memory", str(path))
+    assert "imported 0 memories" in second.stdout and "3 already known, 0 relations" in second.stdout
+
+    records = _export(run, tmp_path)
+    texts = {r["content"] for r in records if r["kind"] == "engram"}
+    assert texts == {"Alice: Speaks fluent Spanish", "Acme: Builds rockets in Nevada", "Alice works at Acme"}
+    facts = [r for r in records if r["kind"] == "relates_to"]
+    assert [(f["source"], f["relation"], f["target"]) for f in facts] == [("alice", "works_at", "acme")]
+
+    found = json.loads(run("recall", "where does Alice work", "--json").stdout)
+    assert found["results"][0]["text"] == "Alice works at Acme"
+
+
+def test_a_bad_server_memory_line_changes_nothing(run, tmp_path):
+    path = tmp_path / "memory.jsonl"
+    path.write_text(json.dumps(SERVER_MEMORY[0]) + "\n{not json\n")
+    result = run("import", "--from", "server-memory", str(path))
+    assert result.exit_code == 2 and "memory.jsonl:2" in result.stderr
+    assert json.loads(run("stats", "--json").stdout)["engrams"] == 0
+
+
+def test_text_and_markdown_folder(run, tmp_path):
+    notes = tmp_path / "notes"
+    (notes / "sub").mkdir(parents=True)
+    (notes / "trip.md").write_text(
+        "# Lisbon trip\n\nWe take the night train on Friday.\n\nBook the hotel near Alfama.\n"
+    )
+    (notes / "sub" / "work.txt").write_text("The deploy runs nightly at two.\n")
+    (notes / "ignored.bin").write_bytes(b"\x00\x01")
+    result = run("import", "--from", "text", str(notes))
+    assert result.exit_code == 0, result.output
+    assert "imported 3 memories" in result.stdout
+    records = [r for r in _export(run, tmp_path) if r["kind"] == "engram"]
+    by_text = {r["content"]: r["source"] for r in records}
+    assert by_text == {
+        "# Lisbon trip\nWe take the night train on Friday.": "trip.md",
+        "Book the hotel near Alfama.": "trip.md",
+        "The deploy runs nightly at two.": "work.txt",
+    }
+
+
+def test_an_export_import_refuses_a_folder(run, tmp_path):
+    result = run("import", str(tmp_path))
+    assert result.exit_code == 2 and "--from text" in result.stderr
+
+
+def test_paragraphs_keep_headings_with_their_text():
+    text = "# Title\n\n## Part\n\nBody one.\nStill one.\n\n\nBody two.\n\n# Trailing"
+    assert list(paragraphs(text)) == ["# Title ## Part\nBody one.\nStill one.", "Body two.", "# Trailing"]
