@@ -4,6 +4,7 @@ PYTHON ?= $(shell command -v python3.12 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+SERVER_STAMP := $(VENV)/.installed-server
 
 .PHONY: install run test lint typecheck format bench bench-scale clean check-python
 
@@ -15,17 +16,25 @@ check-python:
 		exit 1; \
 	fi
 
+# Everything: the server, the optional backends and the development tools (tests, lint, bench).
 $(STAMP): pyproject.toml | check-python
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[all]'
-	touch $(STAMP)
+	touch $(STAMP) $(SERVER_STAMP)
+
+# What the server needs and no more (`make run` on a fresh clone): no dev tools, no extras.
+$(SERVER_STAMP): pyproject.toml | check-python
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $(SERVER_STAMP)
 
 install: $(STAMP)
 
 # stdout is the MCP channel: the set-up step reports on stderr, and make echoes nothing.
 run:
-	@$(MAKE) --no-print-directory install 1>&2
+	@$(MAKE) --no-print-directory $(SERVER_STAMP) 1>&2
 	@$(VENV)/bin/smriti-mcp
 
 # langchain-mcp-adapters pins mcp < 2, so it cannot live beside the server: the interop test
