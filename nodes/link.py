@@ -4,18 +4,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from itertools import combinations
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from smriti.nodes.index import INDEXES_READY_KEY, remember_index_state
 from smriti.nodes.state import MemoryContext, StoreState, traced
-from smriti.stores.base import NO_CLUSTER, Association, Cue, Relation, normalise_cue_name
+from smriti.stores.base import NO_CLUSTER, Association, Cue, Relation, cooccurring_pairs, normalise_cue_name
 
-# CoOccurs grows quadratically with the cues of one memory; the first few (entities come
-# first) carry the topic, so pairs are limited to them.
-MAX_COOCCURRING_CUES = 6
 # How many of the latest memories of the same source (conversation, session) a new one links to.
 SAME_SOURCE_NEIGHBOURS = 2
 SAME_SOURCE_STRENGTH = 0.5
@@ -66,13 +62,14 @@ def link_cues(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, A
             relations.append(
                 Relation(source=source, relation=rel["relation"], target=target, engram_id=state["id"])
             )
-    pairs = [(a, b, 1.0) for a, b in combinations(sorted(c["name"] for c in cues[:MAX_COOCCURRING_CUES]), 2)]
     # One batch call per edge kind: a handful of queries instead of one per cue, pair and relation.
     with runtime.context.write_lock:
         if cues:
-            store.link_cues(state["id"], [Cue(name=c["name"], cue_type=c["type"]) for c in cues])
-        if pairs:
-            store.add_cooccurrences(pairs)
+            stored = store.link_cues(state["id"], [Cue(name=c["name"], cue_type=c["type"]) for c in cues])
+            # From the stored cues (an existing cue keeps its type), by the rule forget undoes.
+            pairs = cooccurring_pairs(stored)
+            if pairs:
+                store.add_cooccurrences(pairs)
         if relations:
             store.add_relations(relations, cue_type="concept")
     return {"cues": cues, "_notes": f"{len(cues)} cues, {len(relations)} relations"}

@@ -155,9 +155,10 @@ def test_strengthen_frequently_accessed_memories(context) -> None:
 def test_orphan_cues_are_removed(context) -> None:
     store = context.store
     remember(store, "kept", 0)
-    remember(store, "gone", 300)  # pruned: its only cue becomes an orphan
+    remember(store, "gone", 300)  # pruned: its only cue goes with it (forget takes its cues)
     shared = store.upsert_cue(Cue(name="postgres", cue_type="technology"))
     lonely = store.upsert_cue(Cue(name="cobol", cue_type="technology"))
+    store.upsert_cue(Cue(name="left-behind"))  # an orphan an older version left: the orphans step's
     store.link_cue("kept", shared.id)
     store.link_cue("gone", shared.id)
     store.link_cue("gone", lonely.id)

@@ -216,7 +216,7 @@ class KuzuStore(StoreBase):
         return self.engrams.reinforce(ids, at, boost)
 
     @locked
-    def delete_engram(self, engram_id: str) -> bool:
+    def remove_engram(self, engram_id: str) -> bool:
         """Delete the engram, its edges and the RelatesTo facts it recorded."""
         if not self.engrams.delete(engram_id):
             return False
@@ -251,8 +251,8 @@ class KuzuStore(StoreBase):
     def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
         return self.reads.relations_of(engram_ids)
 
-    def delete_orphan_cues(self) -> int:
-        return self.reads.delete_orphan_cues()
+    def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
+        return self.reads.delete_orphan_cues(names)
 
     def neighbours(self, engram_ids: Sequence[str]) -> list[Association]:
         return self.reads.neighbours(engram_ids)
@@ -268,6 +268,9 @@ class KuzuStore(StoreBase):
 
     def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:
         self.writes.add_cooccurrences(pairs, replace)
+
+    def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
+        self.writes.weaken_cooccurrences(pairs)
 
     def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
         self.writes.add_relations(relations, cue_type)

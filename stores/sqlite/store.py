@@ -158,7 +158,7 @@ class SqliteStore(StoreBase):
     def reinforce(self, ids: Sequence[str], at: datetime, boost: float) -> dict[str, tuple[int, float]]:
         return self.engrams.reinforce(ids, at, boost)
 
-    def delete_engram(self, engram_id: str) -> bool:
+    def remove_engram(self, engram_id: str) -> bool:
         """Delete the engram, its edges, its FTS row and the RelatesTo facts it recorded."""
         return self.engrams.delete(engram_id)
 
@@ -202,8 +202,11 @@ class SqliteStore(StoreBase):
     def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
         return self.graph.relations_of(engram_ids)
 
-    def delete_orphan_cues(self) -> int:
-        return self.graph.delete_orphan_cues()
+    def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
+        self.graph.weaken_cooccurrences(pairs)
+
+    def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
+        return self.graph.delete_orphan_cues(names)
 
     def associate_many(self, associations: Sequence[Association]) -> None:
         self.graph.associate_many(associations)
