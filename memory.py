@@ -91,7 +91,7 @@ class Memory:
     def consolidate(
         self, now: datetime | None = None, on_step: Callable[[str], None] | None = None
     ) -> dict[str, Any]:
-        """Decay, prune, strengthen, clean orphans, recluster and manage indexes; returns the report.
+        """Repair, decay, prune, strengthen, clean orphans, recluster and manage indexes; returns the report.
 
         ``on_step(name)`` is called as each step finishes (the CLI's progress bar).
         """

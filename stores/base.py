@@ -504,6 +504,11 @@ class GraphStore(Protocol):
 
     def count_engrams(self) -> int: ...
 
+    def uncued_engram_ids(self) -> list[str]:
+        """Ids of engrams linked to no cue, sorted: memories half written by versions whose
+        stores were not atomic (consolidation's repair step re-links them)."""
+        ...
+
     # -- cues ------------------------------------------------------------------------------
     def upsert_cues(self, cues: Sequence[Cue]) -> list[Cue]:
         """Insert each cue by normalised name, or take the stored cue of that name unchanged.
@@ -646,6 +651,8 @@ class StoreBase(ABC):
     def associate_many(self, associations: Sequence[Association]) -> None: ...
     @abstractmethod
     def remove_engram(self, engram_id: str) -> bool: ...
+    @abstractmethod
+    def uncued_engram_ids(self) -> list[str]: ...
     @abstractmethod
     def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None: ...
     @abstractmethod

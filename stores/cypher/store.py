@@ -230,6 +230,13 @@ class CypherGraphStore(StoreBase):
     def count_engrams(self) -> int:
         return int(self.graph.q("MATCH (e:Engram {user: $user}) RETURN count(e) AS n")[0]["n"])
 
+    def uncued_engram_ids(self) -> list[str]:
+        rows = self.graph.q(
+            "MATCH (e:Engram {user: $user}) OPTIONAL MATCH (e)-[:EncodedBy]->(c:Cue) "
+            "WITH e, count(c) AS n WHERE n = 0 RETURN e.id AS id ORDER BY id"
+        )
+        return [row["id"] for row in rows]
+
     # -- cues, relations, associations ----------------------------------------------------------
     def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
         return self.reads.cues_of(engram_ids)

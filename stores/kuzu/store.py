@@ -238,6 +238,12 @@ class KuzuStore(StoreBase):
     def count_engrams(self) -> int:
         return self.engrams.count()
 
+    def uncued_engram_ids(self) -> list[str]:
+        rows = self.db.run(
+            "MATCH (e:Engram) WHERE NOT EXISTS { MATCH (e)-[:EncodedBy]->(:Cue) } RETURN e.id ORDER BY e.id"
+        )
+        return [row[0] for row in rows]
+
     # -- cues, relations, associations ----------------------------------------------------------
     def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
         return self.reads.cues_of(engram_ids)

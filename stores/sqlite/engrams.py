@@ -184,6 +184,14 @@ class EngramTable:
     def count(self) -> int:
         return int(self.db.read("SELECT count(*) FROM engram")[0][0])
 
+    def uncued_ids(self) -> list[str]:
+        """Engrams without an EncodedBy row (one index probe each)."""
+        rows = self.db.read(
+            "SELECT id FROM engram e WHERE NOT EXISTS (SELECT 1 FROM encoded_by x WHERE x.engram = e.rowid) "
+            "ORDER BY id"
+        )
+        return [row[0] for row in rows]
+
     def embedded_ids(self) -> list[tuple[str, str]]:
         """(id, memory_type) of every engram with an embedding: enough to open a saved vector index."""
         return self.db.read("SELECT id, memory_type FROM engram WHERE embedding IS NOT NULL")

@@ -171,6 +171,9 @@ class SqliteStore(StoreBase):
     def count_engrams(self) -> int:
         return self.engrams.count()
 
+    def uncued_engram_ids(self) -> list[str]:
+        return self.engrams.uncued_ids()
+
     # -- cues, relations, associations -----------------------------------------------------------------
     def upsert_cues(self, cues: Sequence[Cue]) -> list[Cue]:
         return self.graph.upsert_cues(cues)
