@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from smriti.errors import StoreFull
 from smriti.stores.base import Engram, EngramState, StoreError, check_dims, check_update, coerce_field
 from smriti.stores.sqlite import schema
 from smriti.stores.sqlite.connection import Database, written
@@ -56,6 +57,8 @@ class EngramTable:
             check_dims(engram.embedding, self.dims, f"the embedding of engram {engram.id}")
         try:
             self.db.write_many(schema.INSERT_ENGRAM, [schema.engram_params(e) for e in engrams])
+        except StoreFull:
+            raise  # worded for people already; not an id problem
         except StoreError as error:
             which = engrams[0].id if len(engrams) == 1 else f"{len(engrams)} engrams"
             raise StoreError(f"cannot create engram {which!r}: {error.__cause__ or error}") from error
