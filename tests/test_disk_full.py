@@ -106,10 +106,14 @@ class Session:
         os.remove(f"/proc/{self.process.pid}/root{self.mount}/ballast")
 
     def close(self) -> bytes:
-        assert self.process.stdin is not None
+        """Close stdin and wait for the exit; a server that does not exit is killed (and fails)."""
+        assert self.process.stdin is not None and self.process.stderr is not None
         self.process.stdin.close()
-        self.process.wait(timeout=60)
-        assert self.process.stderr is not None
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=30)
         return self.process.stderr.read()
 
 

@@ -258,7 +258,12 @@ def test_fuzzed_calls_over_a_real_stdio_session(tmp_path):
     finally:
         assert session.process.stdin is not None
         session.process.stdin.close()
-        assert session.process.wait(timeout=60) == 0
+        try:
+            code = session.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            session.process.kill()
+            raise
+    assert code == 0
 
 
 def test_nan_stays_comparable():
