@@ -427,7 +427,9 @@ class GraphStore(Protocol):
     A backend implements the batch forms; the single forms (``get_engram``, ``update_engram``,
     ``upsert_cue``, ``link_cue``, ``link_cues``, ``add_cooccurrence``, ``add_relation``,
     ``associate``) and ``import_records`` are derived from them once, in :class:`StoreBase`,
-    so a single call is by construction the batch of one.
+    so a single call is by construction the batch of one. ``delete_engram`` (forget) is derived
+    too, from ``remove_engram``, ``weaken_cooccurrences`` and ``delete_orphan_cues``, so every
+    backend takes back the same things.
 
     Implementations are synchronous (the embedded databases are) and safe to call from
     one thread at a time; the pipelines serialise writes.
