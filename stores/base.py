@@ -699,7 +699,7 @@ class StoreBase(ABC):
         stored before that rule (by analysis order) with more than MAX_COOCCURRING_CUES cues may
         weaken a pair it did not add (an edge is removed once spent, never made negative).
         """
-        with self.transaction():
+        with self.transaction():  # one transaction where the backend has them (SQLite)
             cues = self.cues_of([engram_id]).get(engram_id, [])
             if not self.remove_engram(engram_id):
                 return False
