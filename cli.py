@@ -240,7 +240,7 @@ def forget(
 
 @app.command()
 def consolidate(ctx: typer.Context, as_json: JsonFlag = False) -> None:
-    """Decay, prune, strengthen, clean orphan cues, recluster and manage indexes now."""
+    """Repair half-written memories, decay, prune, strengthen, drop orphan cues, recluster, index."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from smriti.cli_render import err

@@ -45,6 +45,11 @@ class Settings(BaseSettings):
         description="auto: sqlite, or kuzu for a user folder that holds only a Kuzu store (memory.kuzu)",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    min_free_disk_mb: float = Field(
+        default=64.0,
+        ge=0,
+        description="an embedded store refuses writes while less is free on its disk (0: never checks)",
+    )
 
     # --- models ---------------------------------------------------------------------------
     llm_provider: Literal["auto", "openai", "heuristic"] = Field(

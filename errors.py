@@ -81,6 +81,11 @@ class EmbeddingMismatchError(StoreError):
     """The store was written with another embedding model or dimension."""
 
 
+class StoreFull(StoreError):
+    """The disk holding an embedded store is full, or nearly (below MIN_FREE_DISK_MB): nothing
+    was written, what was stored before is intact, and writes work again once space is freed."""
+
+
 class ProviderError(OperationError):
     """A chat or embedding model could not be built or called."""
 

@@ -72,6 +72,7 @@ class Memory:
         }
         if created_at is not None:
             payload["created_at"] = created_at.isoformat()
+        self._check_space()
         # Atomic: the pipeline's nodes run in this thread (the graph is linear), so every
         # write they make joins this one transaction; a failure anywhere rolls all of it back,
         # and a killed process leaves the whole memory or none (on a transactional store).
@@ -118,10 +119,11 @@ class Memory:
     def consolidate(
         self, now: datetime | None = None, on_step: Callable[[str], None] | None = None
     ) -> dict[str, Any]:
-        """Decay, prune, strengthen, clean orphans, recluster and manage indexes; returns the report.
+        """Repair, decay, prune, strengthen, clean orphans, recluster and manage indexes; returns the report.
 
         ``on_step(name)`` is called as each step finishes (the CLI's progress bar).
         """
+        self._check_space()
         payload: dict[str, Any] = {} if now is None else {"now": now.isoformat()}
         final: dict[str, Any] = {}
         # "updates" names each step as it finishes; "values" is the whole state after it.
@@ -166,9 +168,35 @@ class Memory:
     def import_records(
         self, records: Iterable[dict[str, Any]], on_memories: Callable[[int], None] | None = None
     ) -> int:
-        """Import an export's records (idempotent); ``on_memories(n)`` follows the progress."""
+        """Import an export's records (idempotent); ``on_memories(n)`` follows the progress.
+
+        The free space is checked before each batch of memories too: a large import stops with
+        StoreFull between two batches (those written are whole) rather than fill the disk.
+        """
+        self._check_space()
+
+        def progress(done: int) -> None:
+            if on_memories is not None:
+                on_memories(done)
+            self._check_space()
+
         with self.context.write_lock:
-            return self.context.store.import_records(records, on_memories)
+            return self.context.store.import_records(records, progress)
+
+    def _check_space(self) -> None:
+        """Refuse a write while the disk of an embedded store has less than MIN_FREE_DISK_MB free
+        (a database server's disk is its server's business).
+
+        Raises:
+            StoreFull: nothing has been written.
+        """
+        from pathlib import Path
+
+        from smriti.stores.space import check_free_space
+
+        path = getattr(self.context.store, "path", None)  # SQLite and Kuzu: the database file
+        if isinstance(path, Path):
+            check_free_space(path, self.context.settings.min_free_disk_mb)
 
     def close(self) -> None:
         self.context.close()

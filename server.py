@@ -309,6 +309,8 @@ async def _every(seconds: float, what: str, func: Callable[[], Any]) -> None:
         try:
             await anyio.to_thread.run_sync(func)
             logger.debug("periodic %s done", what)
+        except SmritiError as error:  # anticipated (a full disk, a remote down): one line, no traceback
+            logger.warning("periodic %s failed: %s", what, error)
         except Exception:  # why: a failed background run must not cancel the server's task group
             logger.exception("periodic %s failed", what)
 

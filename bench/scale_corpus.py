@@ -27,7 +27,6 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,6 @@ import orjson
 EXACT_ASSOCIATION_LIMIT = 20_000
 ASSOCIATE_TOP_K = 5  # Settings.associate_top_k
 ASSOCIATE_MIN_SIMILARITY = 0.3  # Settings.associate_min_similarity
-MAX_COOCCURRING_CUES = 6  # smriti.nodes.link.MAX_COOCCURRING_CUES
 SAME_SOURCE_NEIGHBOURS = 2
 SAME_SOURCE_STRENGTH = 0.5
 RECENT_DAYS = 20  # last access spread over the last 20 days (decay half-life: 30 days)
@@ -174,7 +172,7 @@ def write_records(corpus: Corpus, matrix: np.ndarray, path: Path, seed: int = 0)
     """Write the JSONL import file; returns counts per record kind."""
     from smriti.nodes.link import memory_cues
     from smriti.providers import heuristic
-    from smriti.stores.base import normalise_cue_name
+    from smriti.stores.base import Cue, cooccurring_pairs, normalise_cue_name
 
     rnd = random.Random(seed + 1)
     ids = [_id(rnd) for _ in corpus.texts]
@@ -190,8 +188,9 @@ def write_records(corpus: Corpus, matrix: np.ndarray, path: Path, seed: int = 0)
         for cue in cues:
             cue_types.setdefault(cue["name"], cue["type"])
             encoded.append((engram_id, cue["name"]))
-        for a, b in combinations(sorted(c["name"] for c in cues[:MAX_COOCCURRING_CUES]), 2):
-            cooccurs[(a, b)] += 1.0
+        # The store pipeline's rule, on the types the cues are stored with (the first one seen).
+        for a, b, delta in cooccurring_pairs(Cue(c["name"], cue_types[c["name"]]) for c in cues):
+            cooccurs[(a, b)] += delta
         for rel in analysis.get("relations", []):
             a, b = normalise_cue_name(rel["source"]), normalise_cue_name(rel["target"])
             if a and b and a != b and rel["relation"].strip():

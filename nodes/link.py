@@ -4,24 +4,28 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from itertools import combinations
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from smriti.nodes.index import INDEXES_READY_KEY, remember_index_state
 from smriti.nodes.state import MemoryContext, StoreState, traced
-from smriti.stores.base import NO_CLUSTER, Association, Cue, Relation, normalise_cue_name
+from smriti.stores.base import (
+    NO_CLUSTER,
+    Association,
+    Cue,
+    GraphStore,
+    Relation,
+    cooccurring_pairs,
+    normalise_cue_name,
+)
 
-# CoOccurs grows quadratically with the cues of one memory; the first few (entities come
-# first) carry the topic, so pairs are limited to them.
-MAX_COOCCURRING_CUES = 6
 # How many of the latest memories of the same source (conversation, session) a new one links to.
 SAME_SOURCE_NEIGHBOURS = 2
 SAME_SOURCE_STRENGTH = 0.5
 
 
-def memory_cues(analysis: dict[str, Any], tags: str) -> list[dict[str, str]]:
+def memory_cues(analysis: Mapping[str, Any], tags: str) -> list[dict[str, str]]:
     """The analysis cues plus the tags (as cues of type ``tag``), unique by normalised name."""
     cues: dict[str, dict[str, str]] = {}
     for cue in analysis.get("cues", []):
@@ -54,28 +58,41 @@ def strongest_neighbour_cluster(neighbour_strengths: Mapping[str, float], cluste
     return NO_CLUSTER if best is None else best[1]
 
 
-@traced("link_cues")
-def link_cues(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """EncodedBy to every cue, CoOccurs between the leading cues, RelatesTo for extracted relations."""
-    store = runtime.context.store
-    cues = memory_cues(state["analysis"], state.get("tags", ""))
+def write_links(
+    store: GraphStore, engram_id: str, analysis: Mapping[str, Any], tags: str
+) -> tuple[list[dict[str, str]], int]:
+    """EncodedBy to every cue of ``analysis`` and the tags, CoOccurs between the leading cues,
+    RelatesTo for its relations; returns the cues and how many relations. The caller holds the
+    write lock. Shared by the store pipeline and consolidation's repair step.
+    """
+    cues = memory_cues(analysis, tags)
     relations = []
-    for rel in state["analysis"].get("relations", []):
+    for rel in analysis.get("relations", []):
         source, target = normalise_cue_name(rel["source"]), normalise_cue_name(rel["target"])
         if source and target and source != target and rel["relation"].strip():
             relations.append(
-                Relation(source=source, relation=rel["relation"], target=target, engram_id=state["id"])
+                Relation(source=source, relation=rel["relation"], target=target, engram_id=engram_id)
             )
-    pairs = [(a, b, 1.0) for a, b in combinations(sorted(c["name"] for c in cues[:MAX_COOCCURRING_CUES]), 2)]
     # One batch call per edge kind: a handful of queries instead of one per cue, pair and relation.
-    with runtime.context.write_lock:
-        if cues:
-            store.link_cues(state["id"], [Cue(name=c["name"], cue_type=c["type"]) for c in cues])
+    if cues:
+        stored = store.link_cues(engram_id, [Cue(name=c["name"], cue_type=c["type"]) for c in cues])
+        # From the stored cues (an existing cue keeps its type), by the rule forget undoes.
+        pairs = cooccurring_pairs(stored)
         if pairs:
             store.add_cooccurrences(pairs)
-        if relations:
-            store.add_relations(relations, cue_type="concept")
-    return {"cues": cues, "_notes": f"{len(cues)} cues, {len(relations)} relations"}
+    if relations:
+        store.add_relations(relations, cue_type="concept")
+    return cues, len(relations)
+
+
+@traced("link_cues")
+def link_cues(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """EncodedBy to every cue, CoOccurs between the leading cues, RelatesTo for extracted relations."""
+    with runtime.context.write_lock:
+        cues, relations = write_links(
+            runtime.context.store, state["id"], state["analysis"], state.get("tags", "")
+        )
+    return {"cues": cues, "_notes": f"{len(cues)} cues, {relations} relations"}
 
 
 @traced("associate")

@@ -5,14 +5,18 @@ recalled, and format the unified result (DESIGN.md, Memory Fabric).
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from langgraph.runtime import Runtime
 
+from smriti.errors import StoreFull
 from smriti.nodes.scoring import SIMILARITY, rank
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
+
+logger = logging.getLogger(__name__)
 
 
 @traced("score")
@@ -47,7 +51,11 @@ def reinforce(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
     if state["mode"] == "list" or not results:
         return {"_notes": "nothing reinforced"}
     now = context.clock()
-    written = context.reinforcer.reinforce([r.id for r in results], now)
+    try:
+        written = context.reinforcer.reinforce([r.id for r in results], now)
+    except StoreFull as error:  # a full disk must not stop recall: answer, unreinforced
+        logger.warning("recall not reinforced: %s", error)
+        return {"_notes": "not reinforced: the disk is full"}
     boost = context.settings.reinforce_boost
     # Queued behind another writer: show the values it will write.
     after = (

@@ -1,4 +1,4 @@
-"""The consolidate graph: decay > prune > strengthen > orphans > recluster > indexes.
+"""The consolidate graph: repair > decay > prune > strengthen > orphans > recluster > indexes.
 
 A straight chain: each step reads the store afresh, so the graph can be stopped between
 any two steps (``interrupt_before`` with a checkpointer) and resumed later. The run's
@@ -15,10 +15,11 @@ from langgraph.graph import END, START, StateGraph
 from smriti.nodes.cluster import recluster
 from smriti.nodes.decay import decay, orphans, prune, strengthen
 from smriti.nodes.index import manage_indexes
+from smriti.nodes.repair import repair
 from smriti.nodes.state import ConsolidateInput, ConsolidateOutput, ConsolidateState, MemoryContext
 
-STEPS = ["decay", "prune", "strengthen", "orphans", "recluster", "indexes"]
-_NODES = [decay, prune, strengthen, orphans, recluster, manage_indexes]
+STEPS = ["repair", "decay", "prune", "strengthen", "orphans", "recluster", "indexes"]
+_NODES = [repair, decay, prune, strengthen, orphans, recluster, manage_indexes]
 
 
 def build_consolidate_graph(checkpointer: Any = None, interrupt_before: list[str] | None = None):

@@ -230,6 +230,30 @@ def merge_cooccurrences(
     return merged
 
 
+# CoOccurs grows quadratically with the cues of one memory; the first few (entities first)
+# carry the topic, so a memory adds pairs among its leading cues only.
+MAX_COOCCURRING_CUES = 6
+# A CoOccurs strength at or below this once weakened is spent and the edge removed (sums of
+# 1.0 are exact; an imported fraction may leave float noise).
+SPENT_STRENGTH = 1e-9
+# Cue types that rank after named entities when the leading cues are chosen.
+_LATER_CUE_TYPES = {"keyword": 1, "tag": 2}
+
+
+def cooccurring_pairs(cues: Iterable[Cue]) -> list[tuple[str, str, float]]:
+    """What one memory adds to CoOccurs: 1.0 for every pair of its leading cues.
+
+    The leading cues are the first MAX_COOCCURRING_CUES of the memory's *stored* cues ordered
+    by kind (named entities, then keywords, then tags) and name. Why a function of the stored
+    cues and not of the analysis order: forget recomputes it from the cues the memory still
+    links, so it takes back exactly what the store added (see :meth:`StoreBase.delete_engram`).
+    """
+    unique = {cue.name: cue for cue in cues}.values()
+    leading = sorted(unique, key=lambda c: (_LATER_CUE_TYPES.get(c.cue_type, 0), c.name))
+    names = sorted(cue.name for cue in leading[:MAX_COOCCURRING_CUES])
+    return [(a, b, 1.0) for i, a in enumerate(names) for b in names[i + 1 :]]
+
+
 def merge_relations(relations: Iterable[Relation]) -> dict[tuple[str, str, str, str], Relation]:
     """Distinct relations keyed (source, relation, target, engram_id), names checked and
     normalised, the first of each kept.
@@ -403,7 +427,9 @@ class GraphStore(Protocol):
     A backend implements the batch forms; the single forms (``get_engram``, ``update_engram``,
     ``upsert_cue``, ``link_cue``, ``link_cues``, ``add_cooccurrence``, ``add_relation``,
     ``associate``) and ``import_records`` are derived from them once, in :class:`StoreBase`,
-    so a single call is by construction the batch of one.
+    so a single call is by construction the batch of one. ``delete_engram`` (forget) is derived
+    too, from ``remove_engram``, ``weaken_cooccurrences`` and ``delete_orphan_cues``, so every
+    backend takes back the same things.
 
     Implementations are synchronous (the embedded databases are) and safe to call from
     one thread at a time; the pipelines serialise writes.
@@ -470,7 +496,14 @@ class GraphStore(Protocol):
         ...
 
     def delete_engram(self, engram_id: str) -> bool:
-        """Delete the engram and its edges; False if it did not exist."""
+        """Forget the engram: it, its edges and everything it contributed (see
+        :meth:`StoreBase.delete_engram`); False if it did not exist."""
+        ...
+
+    def remove_engram(self, engram_id: str) -> bool:
+        """The backend's part of :meth:`delete_engram`: the engram, its edges (EncodedBy,
+        AssociatedWith), its search entries and the RelatesTo facts recorded with its id;
+        False if it did not exist. Callers use ``delete_engram``."""
         ...
 
     def list_recent(self, limit: int, memory_type: str | None = None) -> list[Engram]:
@@ -482,6 +515,11 @@ class GraphStore(Protocol):
         ...
 
     def count_engrams(self) -> int: ...
+
+    def uncued_engram_ids(self) -> list[str]:
+        """Ids of engrams linked to no cue, sorted: memories half written by versions whose
+        stores were not atomic (consolidation's repair step re-links them)."""
+        ...
 
     # -- cues ------------------------------------------------------------------------------
     def upsert_cues(self, cues: Sequence[Cue]) -> list[Cue]:
@@ -537,7 +575,15 @@ class GraphStore(Protocol):
         """RelatesTo edges recorded by these engrams."""
         ...
 
-    def delete_orphan_cues(self) -> int: ...
+    def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
+        """Take delta off (Cue a)-[:CoOccurs]-(Cue b) for each (a, b, delta) (cue names), either
+        direction; an edge left at or below zero is removed, a missing one is never created."""
+        ...
+
+    def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
+        """Delete cues that encode no engram (among ``names`` when given, normalised here), with
+        their CoOccurs and RelatesTo edges; returns how many."""
+        ...
 
     # -- associations ----------------------------------------------------------------------
     def associate_many(self, associations: Sequence[Association]) -> None:
@@ -615,6 +661,14 @@ class StoreBase(ABC):
     def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None: ...
     @abstractmethod
     def associate_many(self, associations: Sequence[Association]) -> None: ...
+    @abstractmethod
+    def remove_engram(self, engram_id: str) -> bool: ...
+    @abstractmethod
+    def uncued_engram_ids(self) -> list[str]: ...
+    @abstractmethod
+    def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None: ...
+    @abstractmethod
+    def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int: ...
 
     def transaction(self) -> AbstractContextManager[None]:
         """No multi-statement transactions here: each write commits by itself."""
@@ -650,6 +704,25 @@ class StoreBase(ABC):
             )
             for engram in engrams
         ]
+
+    def delete_engram(self, engram_id: str) -> bool:
+        """Forget the engram and, at once, everything it contributed: its edges and search
+        entries, the RelatesTo facts it recorded, its CoOccurs pairs (weakened by what it added,
+        removed at zero) and the cues only it encoded. False if it did not exist.
+
+        The pairs are recomputed from the cues it links (:func:`cooccurring_pairs`, the rule the
+        store pipeline adds them by), so nothing per memory has to be kept for this. A memory
+        stored before that rule (by analysis order) with more than MAX_COOCCURRING_CUES cues may
+        weaken a pair it did not add (an edge is removed once spent, never made negative).
+        """
+        with self.transaction():  # one transaction where the backend has them (SQLite)
+            cues = self.cues_of([engram_id]).get(engram_id, [])
+            if not self.remove_engram(engram_id):
+                return False
+            if cues:
+                self.weaken_cooccurrences(cooccurring_pairs(cues))
+                self.delete_orphan_cues([cue.name for cue in cues])
+            return True
 
     def update_engram(self, engram_id: str, **fields: Any) -> bool:
         """Change fields listed in UPDATABLE_FIELDS; False if the engram does not exist."""

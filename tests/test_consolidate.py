@@ -155,9 +155,10 @@ def test_strengthen_frequently_accessed_memories(context) -> None:
 def test_orphan_cues_are_removed(context) -> None:
     store = context.store
     remember(store, "kept", 0)
-    remember(store, "gone", 300)  # pruned: its only cue becomes an orphan
+    remember(store, "gone", 300)  # pruned: its only cue goes with it (forget takes its cues)
     shared = store.upsert_cue(Cue(name="postgres", cue_type="technology"))
     lonely = store.upsert_cue(Cue(name="cobol", cue_type="technology"))
+    store.upsert_cue(Cue(name="left-behind"))  # an orphan an older version left: the orphans step's
     store.link_cue("kept", shared.id)
     store.link_cue("gone", shared.id)
     store.link_cue("gone", lonely.id)
@@ -177,7 +178,16 @@ def test_trace_lists_every_step_in_order_and_the_report_has_each_steps_keys(cont
     assert [entry["node"] for entry in output["trace"]] == STEPS
     assert all(entry["ms"] >= 0 and isinstance(entry["notes"], str) for entry in output["trace"])
     report = output["report"]
-    for key in ("decayed", "pruned", "strengthened", "orphan_cues_removed", "clusters", "leiden", "indexes"):
+    for key in (
+        "repaired",
+        "decayed",
+        "pruned",
+        "strengthened",
+        "orphan_cues_removed",
+        "clusters",
+        "leiden",
+        "indexes",
+    ):
         assert key in report, key
     assert report["clusters"] == 1
     assert isinstance(report["indexes"], dict)
@@ -206,7 +216,7 @@ def test_step_by_step_run_stops_before_recluster_and_resumes(context) -> None:
     graph.invoke({"now": NOW.isoformat()}, config=config, context=context)
     paused = graph.get_state(config)
     assert paused.next == ("recluster",)
-    assert [e["node"] for e in paused.values["trace"]] == STEPS[:4]
+    assert [e["node"] for e in paused.values["trace"]] == STEPS[: STEPS.index("recluster")]
     assert "clusters" not in paused.values["report"] and paused.values["report"]["decayed"] == 3
     assert {e.cluster_id for e in store.engram_states()} == {-1}  # recluster has not run
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from smriti.stores.base import (
+    SPENT_STRENGTH,
     Association,
     Cue,
     Relation,
@@ -93,6 +94,26 @@ class CypherGraphWrites:
             "CREATE (a)-[:CoOccurs {strength: row.w}]->(b))",
             rows=[{"a": a, "b": b, "w": w} for (a, b), w in merged.items()],
             replace=bool(replace),
+        )
+
+    def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
+        """Take each delta off the pair's edge (either direction), then remove the spent ones:
+        two queries; nothing is created."""
+        merged = merge_cooccurrences(pairs)
+        if not merged:
+            return
+        rows = [{"a": a, "b": b, "w": w} for (a, b), w in merged.items()]
+        edge = "MATCH (a:Cue {user: $user, name: row.a})-[r:CoOccurs]-(b:Cue {user: $user, name: row.b}) "
+        self.graph.q(f"UNWIND $rows AS row {edge}SET r.strength = r.strength - row.w", rows=rows)
+        self.graph.q(
+            f"UNWIND $rows AS row {edge}WHERE r.strength <= $spent DELETE r", rows=rows, spent=SPENT_STRENGTH
+        )
+
+    def delete_relations_of(self, engram_id: str) -> None:
+        """The RelatesTo facts recorded with this engram's id."""
+        self.graph.q(
+            "MATCH (:Cue {user: $user})-[r:RelatesTo {engram_id: $engram_id}]->(:Cue {user: $user}) DELETE r",
+            engram_id=engram_id,
         )
 
     def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:

@@ -109,10 +109,13 @@ class CypherGraphReads:
             "WHERE r.engram_id IN $ids", "created_at, source, relation, target", ids=list(engram_ids)
         )
 
-    def delete_orphan_cues(self) -> int:
+    def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
+        """Cues that encode no engram (only among ``names`` when given), with their edges."""
         rows = self.graph.q(
-            "MATCH (c:Cue {user: $user}) OPTIONAL MATCH (c)<-[:EncodedBy]-(e:Engram) "
-            "WITH c, count(e) AS n WHERE n = 0 WITH c, c.id AS id DETACH DELETE c RETURN count(id) AS n"
+            "MATCH (c:Cue {user: $user}) WHERE $names IS NULL OR c.name IN $names "
+            "OPTIONAL MATCH (c)<-[:EncodedBy]-(e:Engram) "
+            "WITH c, count(e) AS n WHERE n = 0 WITH c, c.id AS id DETACH DELETE c RETURN count(id) AS n",
+            names=None if names is None else sorted({normalise_cue_name(name) for name in names}),
         )
         return int(rows[0]["n"]) if rows else 0
 

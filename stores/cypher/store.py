@@ -179,13 +179,19 @@ class CypherGraphStore(StoreBase):
         )
         return {row["id"]: (int(row["access_count"]), float(row["decay_factor"])) for row in rows}
 
-    def delete_engram(self, engram_id: str) -> bool:
+    def remove_engram(self, engram_id: str) -> bool:
+        """Delete the engram, its edges and the RelatesTo facts it recorded."""
         rows = self.graph.q(
             "MATCH (e:Engram {user: $user, id: $id}) WITH e, e.id AS id DETACH DELETE e "
             "RETURN count(id) AS n",
             id=engram_id,
         )
-        return bool(rows and rows[0]["n"])
+        if not (rows and rows[0]["n"]):
+            return False
+        # A forgotten memory takes the facts it asserted with it (they once stayed in every
+        # export and backup: RelatesTo hangs between cues, so DETACH DELETE never reached it).
+        self.writes.delete_relations_of(engram_id)
+        return True
 
     def list_recent(self, limit: int, memory_type: str | None = None) -> list[Engram]:
         if limit <= 0:
@@ -224,6 +230,13 @@ class CypherGraphStore(StoreBase):
     def count_engrams(self) -> int:
         return int(self.graph.q("MATCH (e:Engram {user: $user}) RETURN count(e) AS n")[0]["n"])
 
+    def uncued_engram_ids(self) -> list[str]:
+        rows = self.graph.q(
+            "MATCH (e:Engram {user: $user}) OPTIONAL MATCH (e)-[:EncodedBy]->(c:Cue) "
+            "WITH e, count(c) AS n WHERE n = 0 RETURN e.id AS id ORDER BY id"
+        )
+        return [row["id"] for row in rows]
+
     # -- cues, relations, associations ----------------------------------------------------------
     def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
         return self.reads.cues_of(engram_ids)
@@ -237,8 +250,8 @@ class CypherGraphStore(StoreBase):
     def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
         return self.reads.relations_of(engram_ids)
 
-    def delete_orphan_cues(self) -> int:
-        return self.reads.delete_orphan_cues()
+    def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
+        return self.reads.delete_orphan_cues(names)
 
     def neighbours(self, engram_ids: Sequence[str]) -> list[Association]:
         return self.reads.neighbours(engram_ids)
@@ -254,6 +267,9 @@ class CypherGraphStore(StoreBase):
 
     def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:
         self.writes.add_cooccurrences(pairs, replace)
+
+    def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
+        self.writes.weaken_cooccurrences(pairs)
 
     def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
         self.writes.add_relations(relations, cue_type)

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from smriti.stores.base import (
+    SPENT_STRENGTH,
     Association,
     Cue,
     Relation,
@@ -167,6 +168,41 @@ class GraphWrites:
                 "UNWIND $rows AS row MATCH (a:Cue {id: row.a}), (b:Cue {id: row.b}) "
                 "CREATE (a)-[:CoOccurs {strength: row.w}]->(b)",
                 {"rows": create},
+            )
+
+    @locked
+    def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
+        """Take each delta off the pair's edge, either direction; edges at or below zero go.
+        Pairs of unknown cues are skipped (nothing is created)."""
+        known = self.cues.names()
+        rows: list[dict[str, Any]] = [
+            {"a": known[a].id, "b": known[b].id, "w": w}
+            for (a, b), w in merge_cooccurrences(pairs).items()
+            if a in known and b in known
+        ]
+        if not rows:
+            return
+        ids = sorted({str(row[end]) for row in rows for end in ("a", "b")})
+        existing = self.db.run(
+            "MATCH (a:Cue)-[:CoOccurs]->(b:Cue) WHERE a.id IN $ids AND b.id IN $ids RETURN a.id, b.id",
+            {"ids": ids},
+        )
+        found = {(a, b) for a, b in existing}
+        edges = [
+            row if (row["a"], row["b"]) in found else row | {"a": row["b"], "b": row["a"]}
+            for row in rows
+            if (row["a"], row["b"]) in found or (row["b"], row["a"]) in found
+        ]
+        if edges:
+            self.db.run(
+                "UNWIND $rows AS row MATCH (a:Cue {id: row.a})-[r:CoOccurs]->(b:Cue {id: row.b}) "
+                "SET r.strength = r.strength - row.w",
+                {"rows": edges},
+            )
+            self.db.run(
+                "UNWIND $rows AS row MATCH (a:Cue {id: row.a})-[r:CoOccurs]->(b:Cue {id: row.b}) "
+                "WHERE r.strength <= $spent DELETE r",
+                {"rows": edges, "spent": SPENT_STRENGTH},
             )
 
     @locked

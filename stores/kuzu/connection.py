@@ -8,6 +8,7 @@ concurrent use, and the in-memory caches beside the file must change together wi
 from __future__ import annotations
 
 import functools
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -17,6 +18,10 @@ from types import ModuleType
 from typing import Any
 
 from smriti.stores.base import StoreError
+from smriti.stores.space import full_disk
+
+# How Kuzu words a write that found the disk full (its IO exceptions carry strerror's text).
+_NO_SPACE = re.compile(r"No space left on device|ENOSPC|disk (?:is )?full", re.IGNORECASE)
 
 
 def locked[F: Callable[..., Any]](method: F) -> F:
@@ -103,6 +108,8 @@ class Connection:
                     self._prepared[query] = statement
                 return self._conn.execute(statement, params).get_all()
             except RuntimeError as error:
+                if _NO_SPACE.search(str(error)):
+                    raise full_disk(self.path, str(error)) from error
                 raise StoreError(f"{self.backend} query failed: {error}") from error
             finally:
                 self.queries += 1

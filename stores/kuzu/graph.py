@@ -196,11 +196,19 @@ class GraphReads:
         return [Relation(s, rel, t, e or "", from_db(at)) for s, rel, t, e, at in rows]
 
     @locked
-    def delete_orphan_cues(self) -> int:
-        """Delete cues that encode no engram (with their CoOccurs/RelatesTo edges)."""
-        rows = self.db.run(
-            "MATCH (c:Cue) WHERE NOT EXISTS { MATCH (c)<-[:EncodedBy]-(:Engram) } RETURN c.id, c.name"
-        )
+    def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
+        """Delete cues that encode no engram, only among ``names`` when given (with their
+        CoOccurs/RelatesTo edges)."""
+        orphan = "NOT EXISTS { MATCH (c)<-[:EncodedBy]-(:Engram) } RETURN c.id, c.name"
+        if names is None:
+            rows = self.db.run(f"MATCH (c:Cue) WHERE {orphan}")
+        else:  # a forget's few cues: primary-key lookups through the name map, not a scan
+            rows = self.db.rows_by_ids(
+                f"MATCH (c:Cue {{id: $id}}) WHERE {orphan}",
+                f"MATCH (c:Cue) WHERE c.id IN $ids AND {orphan}",
+                self.cues.ids(names),
+                per_id_up_to=32,
+            )
         if rows:
             ids = [row[0] for row in rows]
             self.db.run("MATCH (c:Cue) WHERE c.id IN $ids DETACH DELETE c", {"ids": ids})

@@ -216,7 +216,7 @@ class KuzuStore(StoreBase):
         return self.engrams.reinforce(ids, at, boost)
 
     @locked
-    def delete_engram(self, engram_id: str) -> bool:
+    def remove_engram(self, engram_id: str) -> bool:
         """Delete the engram, its edges and the RelatesTo facts it recorded."""
         if not self.engrams.delete(engram_id):
             return False
@@ -238,6 +238,12 @@ class KuzuStore(StoreBase):
     def count_engrams(self) -> int:
         return self.engrams.count()
 
+    def uncued_engram_ids(self) -> list[str]:
+        rows = self.db.run(
+            "MATCH (e:Engram) WHERE NOT EXISTS { MATCH (e)-[:EncodedBy]->(:Cue) } RETURN e.id ORDER BY e.id"
+        )
+        return [row[0] for row in rows]
+
     # -- cues, relations, associations ----------------------------------------------------------
     def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
         return self.reads.cues_of(engram_ids)
@@ -251,8 +257,8 @@ class KuzuStore(StoreBase):
     def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
         return self.reads.relations_of(engram_ids)
 
-    def delete_orphan_cues(self) -> int:
-        return self.reads.delete_orphan_cues()
+    def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
+        return self.reads.delete_orphan_cues(names)
 
     def neighbours(self, engram_ids: Sequence[str]) -> list[Association]:
         return self.reads.neighbours(engram_ids)
@@ -268,6 +274,9 @@ class KuzuStore(StoreBase):
 
     def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:
         self.writes.add_cooccurrences(pairs, replace)
+
+    def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
+        self.writes.weaken_cooccurrences(pairs)
 
     def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
         self.writes.add_relations(relations, cue_type)

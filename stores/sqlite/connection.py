@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from smriti.stores.base import StoreError
+from smriti.stores.space import full_disk
 
 try:  # POSIX only; elsewhere the single-process rule is the user's to keep
     import fcntl
@@ -48,6 +50,15 @@ MAX_IDLE_READERS = 8
 MMAP_BYTES = 0
 
 Params = Sequence[Any] | dict[str, Any]
+SQLITE_IOERR, SQLITE_FULL = 10, 13  # primary result codes (an extended code's low byte)
+_EXHAUSTED_BYTES = 1 << 20  # an I/O error with less than this free is taken for a full disk
+
+
+def _disk_exhausted(path: Path) -> bool:
+    try:
+        return shutil.disk_usage(path.parent).free < _EXHAUSTED_BYTES
+    except OSError:
+        return False
 
 
 def written[F: Callable[..., Any]](method: F) -> F:
@@ -201,7 +212,7 @@ class Database:
         try:
             return self._writer.execute(sql, params)
         except sqlite3.Error as error:
-            raise StoreError(f"sqlite write failed: {error}") from error
+            raise self._failure("sqlite write failed", error) from error
 
     def write_many(self, sql: str, rows: Iterable[Params]) -> int:
         """``executemany`` on the writer inside :meth:`transaction`; returns the rows changed."""
@@ -209,7 +220,16 @@ class Database:
         try:
             return self._writer.executemany(sql, rows).rowcount
         except sqlite3.Error as error:
-            raise StoreError(f"sqlite write failed: {error}") from error
+            raise self._failure("sqlite write failed", error) from error
+
+    def _failure(self, what: str, error: sqlite3.Error) -> StoreError:
+        """A StoreFull for a full disk (SQLITE_FULL, or an I/O error with the disk out of space:
+        SQLite reports some ENOSPC paths, such as growing the WAL index, as SQLITE_IOERR), else a
+        StoreError naming ``what``."""
+        code = getattr(error, "sqlite_errorcode", 0) & 0xFF
+        if code == SQLITE_FULL or (code == SQLITE_IOERR and _disk_exhausted(self.path)):
+            return full_disk(self.path, str(error))
+        return StoreError(f"{what}: {error}")
 
     def _in_transaction(self) -> None:
         self._check_open()
@@ -242,7 +262,7 @@ class Database:
             try:
                 self._writer.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as error:
-                raise StoreError(f"cannot start a transaction on {self.path}: {error}") from error
+                raise self._failure(f"cannot start a transaction on {self.path}", error) from error
             self._depth, self._owner = 1, threading.get_ident()
             try:
                 yield
@@ -254,7 +274,7 @@ class Database:
                         self._writer.execute("ROLLBACK")
                 self._after_commit.clear()
                 if isinstance(error, sqlite3.Error):
-                    raise StoreError(f"sqlite commit failed: {error}") from error
+                    raise self._failure("sqlite commit failed", error) from error
                 raise
             finally:
                 self._depth, self._owner = 0, None

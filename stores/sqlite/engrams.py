@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from smriti.errors import StoreFull
 from smriti.stores.base import Engram, EngramState, StoreError, check_dims, check_update, coerce_field
 from smriti.stores.sqlite import schema
 from smriti.stores.sqlite.connection import Database, written
@@ -56,6 +57,8 @@ class EngramTable:
             check_dims(engram.embedding, self.dims, f"the embedding of engram {engram.id}")
         try:
             self.db.write_many(schema.INSERT_ENGRAM, [schema.engram_params(e) for e in engrams])
+        except StoreFull:
+            raise  # worded for people already; not an id problem
         except StoreError as error:
             which = engrams[0].id if len(engrams) == 1 else f"{len(engrams)} engrams"
             raise StoreError(f"cannot create engram {which!r}: {error.__cause__ or error}") from error
@@ -183,6 +186,14 @@ class EngramTable:
 
     def count(self) -> int:
         return int(self.db.read("SELECT count(*) FROM engram")[0][0])
+
+    def uncued_ids(self) -> list[str]:
+        """Engrams without an EncodedBy row (one index probe each)."""
+        rows = self.db.read(
+            "SELECT id FROM engram e WHERE NOT EXISTS (SELECT 1 FROM encoded_by x WHERE x.engram = e.rowid) "
+            "ORDER BY id"
+        )
+        return [row[0] for row in rows]
 
     def embedded_ids(self) -> list[tuple[str, str]]:
         """(id, memory_type) of every engram with an embedding: enough to open a saved vector index."""

@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterable, Sequence
 
 from smriti.stores.base import (
+    SPENT_STRENGTH,
     Association,
     Cue,
     CueHit,
@@ -150,10 +151,17 @@ class Graph:
         return {name: counts[n] for name, n in normalised.items() if n in counts}
 
     @written
-    def delete_orphan_cues(self) -> int:
-        """Delete cues that encode no engram; their CoOccurs/RelatesTo rows go by cascade."""
+    def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
+        """Delete cues that encode no engram (only among ``names`` when given); their
+        CoOccurs/RelatesTo rows go by cascade."""
+        orphan = "NOT EXISTS (SELECT 1 FROM encoded_by x WHERE x.cue = cue.rowid)"
+        if names is None:
+            return self.db.write(f"DELETE FROM cue WHERE {orphan}").rowcount
+        wanted = sorted({normalise_cue_name(name) for name in names})
+        if not wanted:
+            return 0
         return self.db.write(
-            "DELETE FROM cue WHERE NOT EXISTS (SELECT 1 FROM encoded_by x WHERE x.cue = cue.rowid)"
+            f"DELETE FROM cue WHERE name IN {IDS} AND {orphan}", (json.dumps(wanted),)
         ).rowcount
 
     # -- co-occurrences and relations --------------------------------------------------------------
@@ -175,6 +183,22 @@ class Graph:
             "WHERE x.name = ? AND y.name = ? AND NOT EXISTS (SELECT 1 FROM co_occurs o WHERE "
             "(o.a = x.rowid AND o.b = y.rowid) OR (o.a = y.rowid AND o.b = x.rowid))",
             [(w, a, b) for (a, b), w in merged.items()],
+        )
+
+    @written
+    def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
+        """Take each delta off the pair's row (either direction); rows at or below zero go."""
+        merged = merge_cooccurrences(pairs)
+        if not merged:
+            return
+        either = f"(a = {CUE_ROWID} AND b = {CUE_ROWID}) OR (a = {CUE_ROWID} AND b = {CUE_ROWID})"
+        self.db.write_many(
+            f"UPDATE co_occurs SET strength = strength - ? WHERE {either}",
+            [(w, a, b, b, a) for (a, b), w in merged.items()],
+        )
+        self.db.write_many(
+            f"DELETE FROM co_occurs WHERE strength <= {SPENT_STRENGTH} AND ({either})",
+            [(a, b, b, a) for a, b in merged],
         )
 
     @written

@@ -164,7 +164,7 @@ class SqliteStore(StoreBase):
     def reinforce(self, ids: Sequence[str], at: datetime, boost: float) -> dict[str, tuple[int, float]]:
         return self.engrams.reinforce(ids, at, boost)
 
-    def delete_engram(self, engram_id: str) -> bool:
+    def remove_engram(self, engram_id: str) -> bool:
         """Delete the engram, its edges, its FTS row and the RelatesTo facts it recorded."""
         return self.engrams.delete(engram_id)
 
@@ -176,6 +176,9 @@ class SqliteStore(StoreBase):
 
     def count_engrams(self) -> int:
         return self.engrams.count()
+
+    def uncued_engram_ids(self) -> list[str]:
+        return self.engrams.uncued_ids()
 
     # -- cues, relations, associations -----------------------------------------------------------------
     def upsert_cues(self, cues: Sequence[Cue]) -> list[Cue]:
@@ -208,8 +211,11 @@ class SqliteStore(StoreBase):
     def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
         return self.graph.relations_of(engram_ids)
 
-    def delete_orphan_cues(self) -> int:
-        return self.graph.delete_orphan_cues()
+    def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
+        self.graph.weaken_cooccurrences(pairs)
+
+    def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
+        return self.graph.delete_orphan_cues(names)
 
     def associate_many(self, associations: Sequence[Association]) -> None:
         self.graph.associate_many(associations)

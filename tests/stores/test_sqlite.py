@@ -95,7 +95,7 @@ def test_cue_engram_counts_follow_links_deletes_and_an_older_file(cfg, store):
         store.link_cues(eid, [Cue("shared"), Cue(f"only-{eid}")])
     store.link_cues("c1", [Cue("shared")])  # idempotent: counted once
     assert store.cue_engram_counts(["shared", "only-c1"]) == {"shared": 3, "only-c1": 1}
-    store.delete_engram("c1")  # the cascade fires the trigger too
+    store.remove_engram("c1")  # the cascade fires the trigger too (forget would also drop only-c1)
     assert store.cue_engram_counts(["shared", "only-c1"]) == {"shared": 2, "only-c1": 0}
     store.close()
     # A file written before the column existed: the migration adds it and counts once.
