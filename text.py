@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
+
+import regex
 
 # Function words and conversational filler: never useful as cues or hashing features.
 STOPWORDS = frozenset(
@@ -21,16 +24,45 @@ STOPWORDS = frozenset(
     ).split()
 )
 
-_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
+# A word: a letter or digit of any script, then letters, combining marks (Devanagari vowel
+# signs, a decomposed umlaut), digits, and inner apostrophes, hyphens and underscores. The
+# ASCII-only pattern before it cut "München" to "nchen" and lost Hindi and Chinese entirely.
+_WORD = regex.compile(r"[\p{L}\p{N}][\p{L}\p{M}\p{N}'_-]*")
+# Scripts written without spaces between words (Chinese, Japanese): a run of them is cut into
+# overlapping character bigrams, the usual segmenter-free index for CJK search ("寿司が好き" ->
+# 寿司, 司が, が好, 好き), so a query word of two or more characters finds the text around it.
+_UNSPACED = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}]+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
 _POSSESSIVE = re.compile(r"'s$")
 
 
+def unspaced(token: str) -> bool:
+    """True for a token of a script written without spaces (a CJK bigram or single character)."""
+    return bool(token) and bool(_UNSPACED.match(token[0]))
+
+
+def _bigrams(run: str) -> list[str]:
+    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+
+
 def words(text: str) -> list[str]:
-    """Words as written (case kept), possessive ``'s`` removed."""
-    return [_POSSESSIVE.sub("", w) for w in _WORD.findall(text)]
+    """Words as written (case kept, NFC), possessive ``'s`` removed; CJK runs as bigrams."""
+    out: list[str] = []
+    for word in _WORD.findall(unicodedata.normalize("NFC", text)):
+        if not _UNSPACED.search(word):
+            out.append(_POSSESSIVE.sub("", word))
+            continue
+        last = 0
+        for run in _UNSPACED.finditer(word):
+            if run.start() > last:
+                out.append(word[last : run.start()])
+            out.extend(_bigrams(run.group()))
+            last = run.end()
+        if last < len(word):
+            out.append(word[last:])
+    return out
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -55,7 +87,7 @@ def content_words(text: str, min_length: int = 3) -> list[str]:
     out = []
     for word in words(text):
         lower = word.lower()
-        if len(lower) >= min_length and lower not in STOPWORDS:
+        if (len(lower) >= min_length or unspaced(lower)) and lower not in STOPWORDS:
             out.append(light_stem(lower))
     return out
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+import regex
+
 from smriti.providers.schemas import Analysis, CueItem, ParsedQuery, RelationItem
 from smriti.stores.base import MemoryType
 from smriti.text import STOPWORDS, content_words, first_sentence, light_stem
@@ -31,7 +33,8 @@ _NOT_NAMES = (
     | _TIME_WORDS
     | frozenset("please remember note use using always never maybe perhaps first next last also".split())
 )
-_NAME_RUN = re.compile(r"\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*")
+# Capitalised runs in any cased script ("Caroline", "New York", "München", "Ярослав").
+_NAME_RUN = regex.compile(r"\b\p{Lu}[\p{L}\p{M}\p{N}'-]*(?:\s+\p{Lu}[\p{L}\p{M}\p{N}'-]*)*")
 _TECH_TERM = re.compile(r"\b(?:[a-z]+[-_.][a-z0-9]+[\w.-]*|[a-z]+\d[\w.-]*|[a-z]+[A-Z]\w*)\b")
 _YEAR = re.compile(r"\b(?:19|20)\d\d\b")
 _RELATION_VERBS = (
