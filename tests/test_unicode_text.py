@@ -48,7 +48,7 @@ def test_recall_by_a_word_in_six_scripts_through_mcp(tmp_path, mode):
                 stored = await client.call_tool("smriti_store", {"content": text})
                 assert not stored.is_error, (language, stored.content)
                 ids[language] = stored.structured_content["id"]
-            for language, text, word in MEMORIES:
+            for language, _text, word in MEMORIES:
                 result = await client.call_tool("smriti_recall", {"query": word, "limit": 3, "mode": mode})
                 found = [item["id"] for item in result.structured_content["results"]]
                 assert found and found[0] == ids[language], (language, word, result.structured_content)
