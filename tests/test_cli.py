@@ -331,3 +331,24 @@ def test_the_readme_command_line_example_works_offline(cli):
     memory_id = json.loads(stored)["id"]
     found = json.loads(ok(cli(*shlex.split(recall_line)[1:], "--json")))
     assert [item["id"] for item in found["results"]][:1] == [memory_id]
+
+
+def test_the_readme_python_example_runs_offline(tmp_path, monkeypatch):
+    """The README's first Python block, executed as written, without an API key."""
+    from pathlib import Path
+
+    for name, value in offline_env(
+        tmp_path / "store", LLM_PROVIDER="auto", EMBEDDING_PROVIDER="auto"
+    ).items():
+        monkeypatch.setenv(name, value)
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## Using Smriti from Python and LangGraph", 1)[1]
+    code = section.split("```python", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    memory = namespace["memory"]
+    try:
+        found = memory.recall("which vector store does Alice like?", limit=5)
+        assert found["results"][0]["text"] == "Alice prefers the pgvector vector store for RAG"
+    finally:
+        memory.close()
