@@ -92,6 +92,9 @@ class Settings(BaseSettings):
     neo4j_uri: str = ""
     neo4j_username: str = ""
     neo4j_password: SecretStr | None = None
+    # The specification requires NEO4J_USERNAME and NEO4J_PASSWORD; a server run without
+    # authentication (dbms.security.auth_enabled=false) must be declared with NEO4J_AUTH=none.
+    neo4j_auth: Literal["basic", "none"] = "basic"
     neo4j_database: str = "neo4j"
     neo4j_isolation: Literal["tenant", "database"] = "tenant"
     falkor_addr: str = "localhost:6379"
@@ -163,6 +166,11 @@ class Settings(BaseSettings):
         missing: list[str] = []
         if self.db_type == "neo4j" and not self.neo4j_uri:
             missing.append("NEO4J_URI (DB_TYPE=neo4j)")
+        if self.db_type == "neo4j" and self.neo4j_auth == "basic":
+            if not self.neo4j_username:
+                missing.append("NEO4J_USERNAME (DB_TYPE=neo4j; NEO4J_AUTH=none for a server without auth)")
+            if self.neo4j_password is None:
+                missing.append("NEO4J_PASSWORD (DB_TYPE=neo4j; NEO4J_AUTH=none for a server without auth)")
         if self.backup_type == "github" and not self.git_base_url:
             missing.append("GIT_BASE_URL (BACKUP_TYPE=github)")
         if self.backup_type == "s3":

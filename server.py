@@ -195,6 +195,10 @@ async def smriti_manage(
             raise ToolError("memory_id is required to forget a memory (take it from a recall result)")
         details = await _call("forget", runtime.memory.forget, memory_id)
         message = f"forgot memory {details.get('forgotten', memory_id.strip())}"
+    elif action == "sync" and runtime.backup is None:
+        # As `smriti sync` does: a session-end hook on a memory without backups is not an error.
+        details = {"status": "disabled", "backup_type": "none"}
+        message = "backups are off (BACKUP_TYPE=none): nothing to sync"
     elif action == "sync":
         details = await _call("sync", runtime.sync)
         message = "backup synced"

@@ -59,7 +59,6 @@ BAD_CALLS = [
     ("smriti_manage", {"action": "forget", "memory_id": "no-such-id"}, "no-such-id"),
     ("smriti_manage", {"action": "forget"}, "memory_id"),
     ("smriti_manage", {"action": "forget", "memory_id": "   "}, "memory_id"),
-    ("smriti_manage", {"action": "sync"}, "BACKUP_TYPE=none"),
     ("smriti_manage", {"action": "explode"}, "action"),
 ]
 
@@ -82,6 +81,19 @@ def test_bad_input_is_a_tool_error_and_changes_nothing(server_settings, tool, ar
             assert result.is_error, result
             assert needle in result.content[0].text, result.content[0].text
             assert await engram_count(client) == before == 1
+
+    anyio.run(main)
+
+
+def test_sync_without_backups_says_so_and_is_not_an_error(server_settings):
+    """As `smriti sync` (exit 0): a session-end hook on a memory without backups does no harm."""
+
+    async def main() -> None:
+        async with Client(build_server(server_settings)) as client:
+            result = await client.call_tool("smriti_manage", {"action": "sync"})
+            assert not result.is_error, result.content
+            assert result.structured_content["details"]["status"] == "disabled"
+            assert "BACKUP_TYPE=none" in result.structured_content["message"]
 
     anyio.run(main)
 

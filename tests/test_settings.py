@@ -80,6 +80,23 @@ def test_missing_requirement_of_a_choice_is_named(monkeypatch):
         load_settings()
 
 
+def test_neo4j_needs_credentials_unless_declared_without_auth(monkeypatch):
+    monkeypatch.setenv("DB_TYPE", "neo4j")
+    monkeypatch.setenv("NEO4J_URI", "bolt://localhost:7687")
+    with pytest.raises(SettingsError) as error:
+        load_settings()
+    assert "NEO4J_USERNAME" in str(error.value) and "NEO4J_PASSWORD" in str(error.value)
+    monkeypatch.setenv("NEO4J_USERNAME", "neo4j")
+    with pytest.raises(SettingsError, match="NEO4J_PASSWORD"):
+        load_settings()
+    monkeypatch.setenv("NEO4J_PASSWORD", "secret")
+    assert load_settings().neo4j_auth == "basic"
+    monkeypatch.delenv("NEO4J_USERNAME")
+    monkeypatch.delenv("NEO4J_PASSWORD")
+    monkeypatch.setenv("NEO4J_AUTH", "none")
+    assert load_settings().neo4j_auth == "none"
+
+
 def test_secrets_never_appear_in_repr_or_errors(monkeypatch):
     monkeypatch.setenv("LLM_API_KEY", "sk-very-secret")
     monkeypatch.setenv("S3_SECRET_KEY", "s3-very-secret")

@@ -252,7 +252,7 @@ def _connect(settings: Settings) -> Any:
 
     uri = settings.neo4j_uri
     password = settings.neo4j_password.get_secret_value() if settings.neo4j_password else ""
-    auth = (settings.neo4j_username, password) if settings.neo4j_username else None
+    auth = None if settings.neo4j_auth == "none" else (settings.neo4j_username, password)
     try:
         # max_transaction_retry_time=0: retries are ours (tenacity), one policy only.
         driver = neo4j.GraphDatabase.driver(

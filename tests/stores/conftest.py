@@ -206,6 +206,7 @@ def _neo4j_backend(name: str, settings: Settings) -> Backend:
             "neo4j_uri": uri,
             "neo4j_username": os.environ.get("NEO4J_USERNAME", "neo4j"),
             "neo4j_password": SecretStr(password) if password else None,
+            "neo4j_auth": "basic" if password else "none",
             "neo4j_database": os.environ.get("NEO4J_DATABASE", "neo4j"),
             "neo4j_isolation": isolation,
         }
