@@ -144,6 +144,7 @@ async def smriti_store(
     importance: Annotated[float, Field(ge=0.0, le=1.0, description="0.0-1.0; 0.8+ is never pruned")] = 0.5,
     tags: Annotated[str, Field(description="Comma-separated labels")] = "",
     source: Annotated[str, Field(description="Origin label, e.g. meeting-notes")] = "",
+    explain: Annotated[bool, Field(description="Add the per-step trace of the store pipeline")] = False,
 ) -> Annotated[CallToolResult, StoreResult]:
     runtime = ctx.request_context.lifespan_context
     _check(check_content, content, runtime.settings.max_content_chars)
@@ -151,8 +152,10 @@ async def smriti_store(
     stored = await _call(
         "store", runtime.memory.store, content, importance=importance, tags=tags, source=source
     )
-    payload = {key: stored[key] for key in StoreResult.__annotations__}
+    payload = {key: stored[key] for key in StoreResult.__annotations__ if key != "trace"}
     payload["cues"] = [{"name": c["name"], "type": c.get("type", "keyword")} for c in stored["cues"]]
+    if explain:
+        payload["trace"] = stored["trace"]
     return _result(payload)
 
 
@@ -187,6 +190,7 @@ async def smriti_manage(
     ctx: ToolContext,
     action: Annotated[Action, Field(description="forget, sync, consolidate or stats")],
     memory_id: Annotated[str, Field(description="Id of the memory to forget (forget only)")] = "",
+    explain: Annotated[bool, Field(description="consolidate: add the per-step trace")] = False,
 ) -> Annotated[CallToolResult, ManageResult]:
     runtime = ctx.request_context.lifespan_context
     details: dict[str, Any]
@@ -206,6 +210,10 @@ async def smriti_manage(
         report = await _call("consolidate", runtime.consolidate)
         details = {k: v for k, v in report.items() if k != "trace"}
         message = "consolidation finished"
+        if explain:
+            return _result(
+                {"action": action, "message": message, "details": details, "trace": report["trace"]}
+            )
     elif action == "stats":
         details = await _call("stats", describe_status, runtime)
         message = f"{details.get('engrams', 0)} memories, {details.get('clusters', 0)} clusters"

@@ -26,6 +26,7 @@ class StoreResult(TypedDict):
     cues: list[Cue]
     cluster_id: int
     deduplicated: bool
+    trace: NotRequired[list[TraceStep]]  # with explain: what each store step did
 
 
 class TraceStep(TypedDict):
@@ -66,6 +67,7 @@ class ManageResult(TypedDict):
     action: str
     message: str
     details: dict[str, Any]
+    trace: NotRequired[list[TraceStep]]  # consolidate with explain: what each step did
 
 
 # ----------------------------------------------------------------------------- descriptions

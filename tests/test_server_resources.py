@@ -51,3 +51,22 @@ def test_version_flag():
     from smriti import __version__
 
     assert done.stdout.strip() == f"smriti-mcp {__version__}"
+
+
+def test_store_and_consolidate_traces_with_explain(tmp_path):
+    """Every pipeline is inspectable through MCP, not only recall."""
+    command = server_command()
+    params = StdioServerParameters(command=command[0], args=command[1:], env=server_env(tmp_path))
+
+    async def main() -> None:
+        async with Client(stdio_client(params)) as client:
+            plain = await client.call_tool("smriti_store", {"content": MEMORIES[0]})
+            assert "trace" not in plain.structured_content
+            stored = await client.call_tool("smriti_store", {"content": MEMORIES[1], "explain": True})
+            nodes = [step["node"] for step in stored.structured_content["trace"]]
+            assert nodes[0] == "validate" and "embed" in nodes and len(nodes) >= 4
+            consolidated = await client.call_tool("smriti_manage", {"action": "consolidate", "explain": True})
+            steps = [step["node"] for step in consolidated.structured_content["trace"]]
+            assert "recluster" in steps and "decay" in steps
+
+    anyio.run(main)

@@ -49,8 +49,8 @@ def check_tool_schemas(tools) -> None:
         return schema["properties"], schema.get("required", [])
 
     props, required = params("smriti_store")
-    assert list(props) == ["content", "importance", "tags", "source"] and required == ["content"]
-    assert [props[name].get("default") for name in props] == [None, 0.5, "", ""]
+    assert list(props) == ["content", "importance", "tags", "source", "explain"] and required == ["content"]
+    assert [props[name].get("default") for name in props] == [None, 0.5, "", "", False]
     assert props["importance"]["type"] == "number"
     assert (props["importance"]["minimum"], props["importance"]["maximum"]) == (0.0, 1.0)
 
@@ -69,7 +69,7 @@ def check_tool_schemas(tools) -> None:
     assert hints["smriti_store"].destructive_hint is False and hints["smriti_manage"].destructive_hint is True
 
     props, required = params("smriti_manage")
-    assert list(props) == ["action", "memory_id"] and required == ["action"]
+    assert list(props) == ["action", "memory_id", "explain"] and required == ["action"]
     assert props["action"]["enum"] == ["forget", "sync", "consolidate", "stats"]
     assert props["memory_id"]["default"] == ""
 
