@@ -356,6 +356,37 @@ def _hook_prompt(value: str) -> str:
 
 
 @app.command()
+def capture(
+    ctx: typer.Context,
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="- reads stdin: a SessionEnd/Stop hook's JSON, a transcript or text; else a file."
+        ),
+    ] = "-",
+) -> None:
+    """Keep what a session stated (decisions, preferences, facts) as memories (a session-end hook)."""
+    from smriti.capture import capture as capture_session
+    from smriti.capture import read_session
+
+    with _handled():
+        if source == "-":
+            raw = sys.stdin.read()
+        else:
+            try:
+                raw = Path(source).expanduser().read_text(encoding="utf-8")
+            except OSError as error:
+                raise InvalidInput(f"cannot read {source}: {error.strerror}") from None
+        session = read_session(raw)
+        with _runtime(ctx) as runtime:
+            done = capture_session(runtime.memory, session)
+    notice(
+        f"captured {done['stored']} new memories from session {done['session']} "
+        f"({done['known']} already known, {done['statements']} statements)"
+    )
+
+
+@app.command()
 def sync(ctx: typer.Context, server: ServerOption = None) -> None:
     """Push the memory to the configured backup now (for a session-end hook)."""
     with _handled():
