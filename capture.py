@@ -123,8 +123,8 @@ def _names_a_relation(sentence: str) -> bool:
 def capture(memory: Memory, session: Session) -> dict[str, Any]:
     """Store the session's durable statements; returns what was added and what was known."""
     facts = list(statements(session.texts))[:MAX_FACTS]
-    counts = {"session": session.id, "statements": len(facts), "stored": 0, "known": 0}
+    counts = {"stored": 0, "known": 0}
     for fact in facts:
         stored = memory.store(fact, source=f"session:{session.id}", tags="session")
         counts["known" if stored.get("deduplicated") else "stored"] += 1
-    return counts
+    return {"session": session.id, "statements": len(facts), **counts}
