@@ -42,13 +42,13 @@ TRANSCRIPT = [
         ],
         "a1",
     ),
-    _line("user", [{"type": "tool_result", "tool_use_id": "t1", "content": "def orders(): ... always offset"}], "u2"),
+    _line("user", [{"type": "tool_result", "tool_use_id": "t1", "content": "orders(): always offset"}], "u2"),
     _line(
         "assistant",
         [
             {
                 "type": "text",
-                "text": "The handler uses offsets.\n```python\nquery.offset(page * size)  # always slow\n```\n"
+                "text": "The handler uses offsets.\n```python\nquery.offset(page * size)  # always\n```\n"
                 "Alice prefers opaque tokens over page numbers in public APIs.",
             }
         ],
@@ -105,5 +105,6 @@ def test_plain_text_and_bad_input(tmp_path):
     assert done.exit_code == 0 and "captured 1 new memories" in done.stderr
     empty = _run(tmp_path, "capture", "-", input="   ")
     assert empty.exit_code == 2 and "empty" in empty.stderr
-    missing = _run(tmp_path, "capture", "-", input=json.dumps({"transcript_path": str(tmp_path / "nope.jsonl")}))
+    nowhere = json.dumps({"transcript_path": str(tmp_path / "nope.jsonl")})
+    missing = _run(tmp_path, "capture", "-", input=nowhere)
     assert missing.exit_code == 2 and "does not exist" in missing.stderr
