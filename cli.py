@@ -329,6 +329,9 @@ def context(
     prompt: Annotated[str, typer.Argument(help="The prompt; - reads stdin (text or hook JSON).")] = "",
     limit: Annotated[int, typer.Option("--limit", "-n", help="Maximum memories.")] = 5,
     max_chars: Annotated[int, typer.Option(help="Truncate each memory to this many characters.")] = 400,
+    budget: Annotated[
+        int | None, typer.Option(help="Characters for the whole block (default CONTEXT_BUDGET_CHARS).")
+    ] = None,
     server: ServerOption = None,
 ) -> None:
     """Print the most relevant memories as bullet lines (for a session-start or prompt hook)."""
@@ -338,7 +341,9 @@ def context(
             result = call_tool(server, "smriti_recall", {"query": query, "limit": limit})
         else:
             result = _recall(ctx, query, limit, "recall", None, False)
-    for line in context_lines(result, max_chars):
+    if budget is None:
+        budget = _settings(ctx).context_budget_chars
+    for line in context_lines(result, max_chars, budget):
         print(line)
 
 

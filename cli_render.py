@@ -143,9 +143,15 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]
     return rows
 
 
-def context_lines(result: Mapping[str, Any], max_chars: int) -> list[str]:
-    """The session-start context block: one bullet per memory with its id and score."""
-    lines = []
+def context_lines(result: Mapping[str, Any], max_chars: int, budget: int | None = None) -> list[str]:
+    """The session-start context block: one bullet per memory with its id and score, most
+    relevant first, stopping before the block would pass ``budget`` characters."""
+    lines: list[str] = []
+    used = 0
     for item in result.get("results", []):
-        lines.append(f"- {_short(item['text'], max_chars)} (id: {item['id']}, score: {item['score']:.2f})")
+        line = f"- {_short(item['text'], max_chars)} (id: {item['id']}, score: {item['score']:.2f})"
+        if budget is not None and used + len(line) + 1 > budget:
+            break
+        lines.append(line)
+        used += len(line) + 1
     return lines

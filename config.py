@@ -89,6 +89,10 @@ class Settings(BaseSettings):
     s3_bucket: str = "smriti-backups"
 
     # --- server backends ------------------------------------------------------------------
+    # `smriti context`: the whole block a prompt hook adds stays within this many characters
+    # (about 500 tokens), most relevant memories first.
+    context_budget_chars: int = Field(default=2000, ge=100)
+
     neo4j_uri: str = ""
     neo4j_username: str = ""
     neo4j_password: SecretStr | None = None

@@ -352,3 +352,14 @@ def test_the_readme_python_example_runs_offline(tmp_path, monkeypatch):
         assert found["results"][0]["text"] == "Alice prefers the pgvector vector store for RAG"
     finally:
         memory.close()
+
+
+def test_context_stays_within_its_budget_most_relevant_first(cli, tmp_path):
+    store_all(cli)
+    full = ok(cli("context", "PostgreSQL pgvector pagination deploy")).splitlines()
+    assert len(full) == 3
+    budget = len(full[0]) + 1 + len(full[1]) + 1  # room for the first two lines only
+    cut = ok(cli("context", "PostgreSQL pgvector pagination deploy", "--budget", str(budget))).splitlines()
+    assert cut == full[:2]
+    env = offline_env(tmp_path / "store", COLUMNS="220", CONTEXT_BUDGET_CHARS=str(len(full[0]) + 1))
+    assert ok(cli("context", "PostgreSQL pgvector pagination deploy", env=env)).splitlines() == full[:1]
