@@ -14,6 +14,7 @@ the same user, the CLI reports the store as locked; use the MCP tools (or ``--se
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -358,6 +359,45 @@ def _hook_prompt(value: str) -> str:
         if isinstance(payload, dict):
             return str(payload.get("prompt") or payload.get("query") or "")
     return text
+
+
+@app.command()
+def view(
+    ctx: typer.Context,
+    output: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write.")] = Path(
+        "memory-graph.html"
+    ),
+    limit: Annotated[
+        int, typer.Option(help="Draw the N most recently used memories.", min=1, max=5000)
+    ] = 300,
+    serve: Annotated[
+        bool, typer.Option("--serve", help="Also show it on http://127.0.0.1 until Ctrl-C.")
+    ] = False,
+    port: Annotated[int, typer.Option(help="Port for --serve (0: any free one).")] = 0,
+) -> None:
+    """Write the memory graph as one self-contained HTML file (no network needed to open it)."""
+    from smriti.view import collect, render
+
+    with _handled(), _runtime(ctx) as runtime:
+        page = render(collect(runtime.memory, limit), runtime.memory.context.store.user)
+    output.write_text(page, encoding="utf-8")
+    notice(f"wrote {output} ({len(page) // 1024} KiB)")
+    if serve:
+        _serve_file(output, port)
+
+
+def _serve_file(path: Path, port: int) -> None:
+    """Serve one file on loopback only (the graph holds the user's memories)."""
+    import functools
+    import http.server
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(path.resolve().parent))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/{path.name}"
+        notice(f"serving {url} (Ctrl-C to stop)")
+        print(url, flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            httpd.serve_forever()
 
 
 @app.command()
