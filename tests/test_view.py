@@ -51,7 +51,13 @@ def _chromium() -> str:
 
 
 def _headless(browser: str, *args: str) -> subprocess.CompletedProcess:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,900"]
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,900",
+    ]
     return subprocess.run([browser, *flags, *args], capture_output=True, text=True, timeout=120)
 
 
