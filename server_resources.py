@@ -27,10 +27,12 @@ if TYPE_CHECKING:
 
 RECENT = 20  # memories in memory://recent
 PROMPT_MEMORIES = 5
+GRAPH_MEMORIES = 300
 
 
 def register_resources(server: MCPServer, current: Callable[[], Runtime]) -> None:
-    """Add ``memory://stats``, ``memory://recent`` and the ``relevant_memories`` prompt."""
+    """Add ``memory://stats``, ``memory://recent``, ``memory://graph`` and the ``relevant_memories``
+    prompt."""
 
     @server.resource(
         "memory://stats",
@@ -54,6 +56,20 @@ def register_resources(server: MCPServer, current: Callable[[], Runtime]) -> Non
         memory = current().memory
         result = await anyio.to_thread.run_sync(lambda: memory.recall("", limit=RECENT, mode="list"))
         return json.dumps(result, default=str)
+
+    @server.resource(
+        "memory://graph",
+        name="graph",
+        title="Memory graph",
+        description=f"The {GRAPH_MEMORIES} most recently used memories with their cues, associations "
+        "and facts, as nodes and edges (what `smriti view` draws).",
+        mime_type="application/json",
+    )
+    async def graph() -> str:
+        from smriti.view import collect
+
+        view = await anyio.to_thread.run_sync(collect, current().memory, GRAPH_MEMORIES)
+        return json.dumps({"nodes": view.nodes, "edges": view.edges}, default=str)
 
     @server.prompt(
         name="relevant_memories",

@@ -21,7 +21,15 @@ def test_stats_recent_and_the_relevant_memories_prompt(tmp_path):
             for text in MEMORIES:
                 await client.call_tool("smriti_store", {"content": text})
             listed = await client.list_resources()
-            assert {str(r.uri) for r in listed.resources} >= {"memory://stats", "memory://recent"}
+            assert {str(r.uri) for r in listed.resources} >= {
+                "memory://stats",
+                "memory://recent",
+                "memory://graph",
+            }
+            graph = json.loads((await client.read_resource("memory://graph")).contents[0].text)
+            memories = [n for n in graph["nodes"] if n["kind"] == "memory"]
+            assert {n["text"] for n in memories} == set(MEMORIES)
+            assert any(e["kind"] == "cue" for e in graph["edges"])
 
             stats = json.loads((await client.read_resource("memory://stats")).contents[0].text)
             assert stats["engrams"] == len(MEMORIES)
