@@ -241,6 +241,7 @@ def build_server(settings: Settings, *, on_shutdown: Callable[[], None] | None =
     async def lifespan(_: MCPServer) -> AsyncIterator[Runtime]:
         runtime = await anyio.to_thread.run_sync(open_runtime, settings)
         try:
+            await anyio.to_thread.run_sync(runtime.memory.load_graphs)
             async with anyio.create_task_group() as tasks:
                 _start_background(tasks, runtime)
                 try:

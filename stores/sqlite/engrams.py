@@ -59,9 +59,11 @@ class EngramTable:
         except StoreError as error:
             which = engrams[0].id if len(engrams) == 1 else f"{len(engrams)} engrams"
             raise StoreError(f"cannot create engram {which!r}: {error.__cause__ or error}") from error
+        ids = id_list([e.id for e in engrams])
+        rowids = dict(self.db.read(f"SELECT id, rowid FROM engram WHERE id IN {IDS}", (ids,)))
         self.db.write_many(
-            "INSERT INTO engram_fts (rowid, terms) SELECT rowid, ? FROM engram WHERE id = ?",
-            [(fts_terms(e.content, e.summary), e.id) for e in engrams],
+            "INSERT INTO engram_fts (rowid, terms) VALUES (?, ?)",
+            [(rowids[e.id], fts_terms(e.content, e.summary)) for e in engrams],
         )
         added = [(e.id, e.memory_type, e.embedding) for e in engrams]
 
