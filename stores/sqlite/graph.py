@@ -221,7 +221,7 @@ class Graph:
             both = json.dumps([[x, y] for x, y in pairs] + [[y, x] for x, y in pairs])
             query = (
                 f"SELECT t.a, t.b FROM {table} t JOIN json_each(?) j "
-                "ON t.a = j.value ->> 0 AND t.b = j.value ->> 1"
+                "ON t.a = json_extract(j.value, '$[0]') AND t.b = json_extract(j.value, '$[1]')"
             )
             rows = self.db.read(query, (both,))
         else:
