@@ -57,7 +57,7 @@ CACHE_KEY = "leiden_engine"
 SUBPROCESS_MIN_EDGES = 5_000
 # Cluster ids written per hold of the write lock: a first clustering at 100k changes every
 # engram, and one statement for all of them held the lock (and a recall's reinforcement) ~1 s.
-WRITE_CHUNK = 1_000
+WRITE_CHUNK = 250
 
 
 def engine_for(context: MemoryContext) -> LeidenEngine:

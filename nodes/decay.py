@@ -149,7 +149,7 @@ def _previous_watermark(state: Mapping[str, Any], context: MemoryContext) -> dat
 # Engrams re-read and written per hold of the write lock: a recall's reinforcement waits for one
 # chunk (a few ms), not for the whole pass (once ~0.5 s at 10k, seconds at 100k); between two
 # chunks the pass pauses so that a waiting recall gets the lock (see nodes.state.pause).
-CHUNK = 500
+CHUNK = 250
 
 
 def update_in_chunks(
