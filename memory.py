@@ -8,6 +8,7 @@ step-by-step inspection and for embedding as subgraphs.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -29,14 +30,31 @@ class Memory:
     """One user's memory: store, recall, forget, consolidate, stats, export and import."""
 
     def __init__(self, context: MemoryContext) -> None:
-        from smriti.pipelines.consolidate import consolidate_graph
-        from smriti.pipelines.recall import recall_graph
+        self.context = context
+
+    # The graphs are imported at first use: LangGraph takes ~1 s to import, which a command that
+    # runs no graph (import, export, stats) need not wait for.
+    def load_graphs(self) -> None:
+        """Import and compile the three graphs now (a server does, so its first call need not)."""
+        _ = self.store_graph, self.recall_graph, self.consolidate_graph
+
+    @functools.cached_property
+    def store_graph(self) -> Any:
         from smriti.pipelines.store import store_graph
 
-        self.context = context
-        self.store_graph = store_graph
-        self.recall_graph = recall_graph
-        self.consolidate_graph = consolidate_graph
+        return store_graph
+
+    @functools.cached_property
+    def recall_graph(self) -> Any:
+        from smriti.pipelines.recall import recall_graph
+
+        return recall_graph
+
+    @functools.cached_property
+    def consolidate_graph(self) -> Any:
+        from smriti.pipelines.consolidate import consolidate_graph
+
+        return consolidate_graph
 
     @classmethod
     def open(

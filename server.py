@@ -269,6 +269,7 @@ def build_server(settings: Settings, *, on_shutdown: Callable[[], None] | None =
         runtime = await anyio.to_thread.run_sync(open_runtime, settings)
         opened[:] = [runtime]
         try:
+            await anyio.to_thread.run_sync(runtime.memory.load_graphs)
             async with anyio.create_task_group() as tasks:
                 _start_background(tasks, runtime)
                 try:

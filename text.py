@@ -82,13 +82,33 @@ def light_stem(word: str) -> str:
     return word
 
 
+# word as words() gives it -> its term (None: a stop word or a short one), per minimum length
+_TERMS: dict[int, dict[str, str | None]] = {}
+_TERMS_MAX = 1 << 17  # words kept per minimum length; past it the cache starts afresh
+
+
+def _term(word: str, min_length: int) -> str | None:
+    lower = _POSSESSIVE.sub("", word).lower()
+    if (len(lower) < min_length and not unspaced(lower)) or lower in STOPWORDS:
+        return None
+    return light_stem(lower)
+
+
 def content_words(text: str, min_length: int = 3) -> list[str]:
     """Lower-cased, stemmed words of ``min_length`` or more characters that are not stop words."""
+    # why a dict per word: the same few thousand words recur, and a bulk import tokenises every
+    # memory (10k memories: 0.5 s word by word, 0.15 s through the dict)
+    cache = _TERMS.setdefault(min_length, {})
+    if len(cache) > _TERMS_MAX:
+        cache.clear()
     out = []
     for word in words(text):
-        lower = word.lower()
-        if (len(lower) >= min_length or unspaced(lower)) and lower not in STOPWORDS:
-            out.append(light_stem(lower))
+        try:
+            term = cache[word]
+        except KeyError:
+            term = cache[word] = _term(word, min_length)
+        if term is not None:
+            out.append(term)
     return out
 
 

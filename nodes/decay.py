@@ -36,7 +36,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from smriti.nodes.state import ConsolidateState, MemoryContext, traced
+from smriti.nodes.state import ConsolidateState, MemoryContext, pause, traced
 from smriti.stores.base import EngramState
 
 logger = logging.getLogger(__name__)
@@ -147,8 +147,9 @@ def _previous_watermark(state: Mapping[str, Any], context: MemoryContext) -> dat
 
 # ----------------------------------------------------------------------------- nodes
 # Engrams re-read and written per hold of the write lock: a recall's reinforcement waits for one
-# chunk (tens of ms at 100k), not for the whole pass (once ~0.5 s at 10k, seconds at 100k).
-CHUNK = 2_000
+# chunk (a few ms), not for the whole pass (once ~0.5 s at 10k, seconds at 100k); between two
+# chunks the pass pauses so that a waiting recall gets the lock (see nodes.state.pause).
+CHUNK = 250
 
 
 def update_in_chunks(
@@ -171,6 +172,7 @@ def update_in_chunks(
             if values:
                 context.store.update_engrams({i: {"decay_factor": v} for i, v in values.items()})
             written |= values
+        pause()
     return written
 
 
@@ -207,15 +209,27 @@ def prune(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str,
     """Delete engrams whose decay factor fell below PRUNE_THRESHOLD, unless important."""
     context = runtime.context
     settings = context.settings
-    with context.write_lock:
-        doomed = [
+
+    def doomed_among(states: Sequence[EngramState]) -> list[EngramState]:
+        return [
             engram
-            for engram in context.store.engram_states()
+            for engram in states
             if should_prune(
                 engram.decay_factor, engram.importance, settings.prune_threshold, settings.important_threshold
             )
         ]
-        deleted = sum(1 for engram in doomed if context.store.delete_engram(engram.id))
+
+    # The full read runs without the lock (a recall would wait for it); the few candidates are
+    # read again under it, so one reinforced meanwhile is spared.
+    candidates = [engram.id for engram in doomed_among(context.store.engram_states())]
+    doomed: list[EngramState] = []
+    deleted = 0
+    for start in range(0, len(candidates), CHUNK):
+        with context.write_lock:
+            chunk = doomed_among(context.store.engram_states(candidates[start : start + CHUNK]))
+            deleted += sum(1 for engram in chunk if context.store.delete_engram(engram.id))
+        doomed += chunk
+        pause()
     if deleted:
         logger.info("pruned %d weak memories of %s", deleted, context.store.user)
     return {

@@ -91,6 +91,18 @@ class MemoryContext:
         self.store.close()
 
 
+# A long background write (consolidation) takes the write lock a chunk at a time; between two
+# chunks it sleeps this long, so a thread waiting for the lock (a recall's reinforcement) takes it
+# then rather than after the whole pass (a lock has no queue: the releasing thread could take
+# it straight back).
+PAUSE_SECONDS = 0.002
+
+
+def pause() -> None:
+    """Let threads waiting for the write lock in (see PAUSE_SECONDS)."""
+    time.sleep(PAUSE_SECONDS)
+
+
 # ----------------------------------------------------------------------------- trace
 class TraceCandidate(TypedDict):
     id: str

@@ -451,6 +451,10 @@ class GraphStore(Protocol):
         background (the import calls it): ``on_progress(done, total)`` follows it."""
         ...
 
+    def bulk_import(self, memories: int) -> AbstractContextManager[None]:
+        """Entered around a whole import (see :func:`smriti.stores.records.import_into`)."""
+        ...
+
     def transaction(self) -> AbstractContextManager[None]:
         """Writes made inside commit together or not at all; nested uses join the outer one.
 
@@ -595,6 +599,13 @@ class GraphStore(Protocol):
         ...
 
     def all_associations(self) -> list[Association]: ...
+    def association_weights(self) -> list[tuple[str, str, float]]:
+        """(source id, target id, strength) of every AssociatedWith edge: what clustering reads.
+
+        :class:`StoreBase` derives it from ``all_associations``; a backend may read it more
+        cheaply (SQLite: no times, no objects; 570k edges at 100k engrams).
+        """
+        ...
 
     # -- search ----------------------------------------------------------------------------
     def vector_search(
@@ -625,6 +636,7 @@ class GraphStore(Protocol):
     def upsert_cue(self, cue: Cue) -> Cue: ...
     def link_cue(self, engram_id: str, cue_id: str) -> None: ...
     def link_cues(self, engram_id: str, cues: Sequence[Cue]) -> list[Cue]: ...
+    def link_many(self, links: Mapping[str, Sequence[str]]) -> None: ...
     def add_cooccurrence(self, cue_a: str, cue_b: str, delta: float = 1.0, replace: bool = False) -> None: ...
     def add_relation(self, relation: Relation) -> None: ...
     def associate(self, association: Association) -> None: ...
@@ -679,6 +691,11 @@ class StoreBase(ABC):
 
     def finish_indexes(self, on_progress: Callable[[int, int], None] | None = None) -> None:  # noqa: B027
         """Nothing is built in the background here."""
+
+    def bulk_import(self, memories: int) -> AbstractContextManager[None]:
+        """Around a whole import of ``memories`` memories (each batch still its own transaction):
+        nothing to prepare here. SQLite defers its secondary indexes and enlarges its cache."""
+        return nullcontext()
 
     @abstractmethod
     def create_engram(self, engram: Engram) -> None: ...
@@ -737,6 +754,16 @@ class StoreBase(ABC):
     def link_cue(self, engram_id: str, cue_id: str) -> None:
         """(Engram)-[:EncodedBy]->(Cue), idempotent."""
         self.link_cue_ids(engram_id, [cue_id])
+
+    def association_weights(self) -> list[tuple[str, str, float]]:
+        """(source id, target id, strength) of every AssociatedWith edge."""
+        return [(a.source_id, a.target_id, a.strength) for a in self.all_associations()]  # type: ignore[attr-defined]
+
+    def link_many(self, links: Mapping[str, Sequence[str]]) -> None:
+        """EncodedBy edges of many engrams (engram id -> cue ids), as ``link_cue_ids`` of each;
+        a backend that can write them in one go overrides this (SQLite: a bulk import's links)."""
+        for engram_id, cue_ids in links.items():
+            self.link_cue_ids(engram_id, cue_ids)
 
     def link_cues(self, engram_id: str, cues: Sequence[Cue]) -> list[Cue]:
         """Upsert every cue by normalised name and link it to the engram.

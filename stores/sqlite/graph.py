@@ -11,7 +11,7 @@ has to live in memory.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from smriti.stores.base import (
     SPENT_STRENGTH,
@@ -32,8 +32,20 @@ from smriti.stores.sqlite.connection import Database, written
 from smriti.stores.sqlite.engrams import IDS, id_list
 from smriti.stores.sqlite.schema import CUE_SELECT, from_db, to_blob, to_db
 
-ENGRAM_ROWID = "(SELECT rowid FROM engram WHERE id = ?)"
-CUE_ROWID = "(SELECT rowid FROM cue WHERE name = ?)"
+CUE_ROWID = "(SELECT rowid FROM cue WHERE name = ?)"  # a cue's rowid by name, inside a statement
+
+# Each batch write first maps its ids and names to rowids in one read per table (an index range
+# over a JSON list), then writes integer rows: a text lookup per row and edge end cost ~3x more
+# (a bulk import writes ~20 edges per memory).
+_ROWIDS = {
+    ("engram", "id"): f"SELECT id, rowid FROM engram WHERE id IN {IDS}",
+    ("cue", "id"): f"SELECT id, rowid FROM cue WHERE id IN {IDS}",
+    ("cue", "name"): f"SELECT name, rowid FROM cue WHERE name IN {IDS}",
+}
+
+
+# Up to this many pairs, which are stored is found by probing each (see Graph._stored_pairs).
+PROBE_PAIRS = 256
 
 
 class Graph:
@@ -46,6 +58,13 @@ class Graph:
 
     def __init__(self, db: Database, dims: int) -> None:
         self.db, self.dims = db, dims
+
+    def rowids(self, table: str, column: str, keys: Iterable[str]) -> dict[str, int]:
+        """Rowid of each existing row of ``table`` whose unique ``column`` is one of ``keys``."""
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return {}
+        return dict(self.db.read(_ROWIDS[table, column], (json.dumps(wanted),)))
 
     # -- cues ------------------------------------------------------------------------------------
     def _cues_by_name(self, names: Iterable[str]) -> dict[str, Cue]:
@@ -90,11 +109,22 @@ class Graph:
     @written
     def link_cue_ids(self, engram_id: str, cue_ids: Sequence[str]) -> None:
         """EncodedBy edges, idempotent; a missing engram or cue is skipped."""
-        self.db.write_many(
-            "INSERT OR IGNORE INTO encoded_by (engram, cue) "
-            "SELECT e.rowid, c.rowid FROM engram e, cue c WHERE e.id = ? AND c.id = ?",
-            [(engram_id, cue_id) for cue_id in dict.fromkeys(cue_ids)],
-        )
+        self.link_many({engram_id: cue_ids})
+
+    @written
+    def link_many(self, links: Mapping[str, Sequence[str]]) -> None:
+        """EncodedBy edges of many engrams (engram id -> cue ids), idempotent; missing ends skipped."""
+        engrams = self.rowids("engram", "id", links)
+        cues = self.rowids("cue", "id", (cue_id for cue_ids in links.values() for cue_id in cue_ids))
+        pairs = {
+            (engram, cue)
+            for engram_id, cue_ids in links.items()
+            if (engram := engrams.get(engram_id)) is not None
+            for cue_id in cue_ids
+            if (cue := cues.get(cue_id)) is not None
+        }
+        # in key order: the rows land in the primary key's order, page after page
+        self.db.write_many("INSERT OR IGNORE INTO encoded_by (engram, cue) VALUES (?, ?)", sorted(pairs))
 
     def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
         result: dict[str, list[Cue]] = {engram_id: [] for engram_id in engram_ids}
@@ -171,19 +201,51 @@ class Graph:
         if not merged:
             return
         self._ensure_cues(name for pair in merged for name in pair)
+        cues = self.rowids("cue", "name", (name for pair in merged for name in pair))
+        wanted = {(cues[a], cues[b]): w for (a, b), w in merged.items()}
+        stored = self._stored_pairs("co_occurs", wanted)
         strength = "?" if replace else "strength + ?"
-        rows = [(w, a, b, b, a) for (a, b), w in merged.items()]
         self.db.write_many(
-            f"UPDATE co_occurs SET strength = {strength} WHERE (a = {CUE_ROWID} AND b = {CUE_ROWID}) "
-            f"OR (a = {CUE_ROWID} AND b = {CUE_ROWID})",
-            rows,
+            f"UPDATE co_occurs SET strength = {strength} WHERE a = ? AND b = ?",
+            [(w, *stored[pair]) for pair, w in wanted.items() if pair in stored],
         )
         self.db.write_many(
-            "INSERT INTO co_occurs (a, b, strength) SELECT x.rowid, y.rowid, ? FROM cue x, cue y "
-            "WHERE x.name = ? AND y.name = ? AND NOT EXISTS (SELECT 1 FROM co_occurs o WHERE "
-            "(o.a = x.rowid AND o.b = y.rowid) OR (o.a = y.rowid AND o.b = x.rowid))",
-            [(w, a, b) for (a, b), w in merged.items()],
+            "INSERT INTO co_occurs (a, b, strength) VALUES (?, ?, ?)",
+            sorted((*pair, w) for pair, w in wanted.items() if pair not in stored),
         )
+
+    def _stored_pairs(
+        self, table: str, pairs: Iterable[tuple[int, int]]
+    ) -> dict[tuple[int, int], tuple[int, int]]:
+        """Which of these unordered rowid pairs ``table`` (co_occurs or associated_with) holds,
+        each mapped to the direction it is stored in; one read.
+
+        Few pairs (a store): a primary-key probe per pair and direction. Many (an import): a
+        key range per end, filtered in SQLite ("+b": a filter, not a probe per combination of
+        ends), which costs what the ends' rows cost and ~3x less than probing each pair.
+        """
+        pairs = list(pairs)
+        if not pairs:
+            return {}
+        if len(pairs) <= PROBE_PAIRS:
+            both = json.dumps([[x, y] for x, y in pairs] + [[y, x] for x, y in pairs])
+            query = (
+                f"SELECT t.a, t.b FROM {table} t JOIN json_each(?) j "
+                "ON t.a = json_extract(j.value, '$[0]') AND t.b = json_extract(j.value, '$[1]')"
+            )
+            rows = self.db.read(query, (both,))
+        else:
+            ends = json.dumps(sorted({end for pair in pairs for end in pair}))
+            query = f"SELECT a, b FROM {table} WHERE a IN {IDS} AND +b IN {IDS}"
+            rows = self.db.read(query, (ends, ends))
+        found = set(map(tuple, rows))
+        stored = {}
+        for x, y in pairs:
+            if (x, y) in found:
+                stored[x, y] = (x, y)
+            elif (y, x) in found:
+                stored[x, y] = (y, x)
+        return stored
 
     @written
     def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
@@ -232,21 +294,24 @@ class Graph:
         merged = merge_associations(associations)
         if not merged:
             return
+        engrams = self.rowids("engram", "id", (i for a in merged for i in (a.source_id, a.target_id)))
+        wanted = {
+            (x, y): a
+            for a in merged
+            if (x := engrams.get(a.source_id)) is not None and (y := engrams.get(a.target_id)) is not None
+        }
+        stored = self._stored_pairs("associated_with", wanted)
         self.db.write_many(
-            "UPDATE associated_with SET strength = max(strength, ?) "
-            f"WHERE (a = {ENGRAM_ROWID} AND b = {ENGRAM_ROWID}) "
-            f"OR (a = {ENGRAM_ROWID} AND b = {ENGRAM_ROWID})",
-            [(float(a.strength), a.source_id, a.target_id, a.target_id, a.source_id) for a in merged],
+            "UPDATE associated_with SET strength = max(strength, ?) WHERE a = ? AND b = ?",
+            [(float(a.strength), *stored[pair]) for pair, a in wanted.items() if pair in stored],
         )
         self.db.write_many(
-            "INSERT INTO associated_with (a, b, strength, relation_type, created_at) "
-            "SELECT x.rowid, y.rowid, ?, ?, ? FROM engram x, engram y WHERE x.id = ? AND y.id = ? "
-            "AND NOT EXISTS (SELECT 1 FROM associated_with w WHERE "
-            "(w.a = x.rowid AND w.b = y.rowid) OR (w.a = y.rowid AND w.b = x.rowid))",
-            [
-                (float(a.strength), a.relation_type, to_db(a.created_at), a.source_id, a.target_id)
-                for a in merged
-            ],
+            "INSERT INTO associated_with (a, b, strength, relation_type, created_at) VALUES (?, ?, ?, ?, ?)",
+            sorted(
+                (*pair, float(a.strength), a.relation_type, to_db(a.created_at))
+                for pair, a in wanted.items()
+                if pair not in stored
+            ),
         )
 
     _EDGE = (
@@ -266,6 +331,12 @@ class Graph:
             (ids, ids),
         )
         return [schema.association_from_row(row) for row in rows]
+
+    def association_weights(self) -> list[tuple[str, str, float]]:
+        return self.db.read(
+            "SELECT x.id, y.id, w.strength FROM associated_with w "
+            "JOIN engram x ON x.rowid = w.a JOIN engram y ON y.rowid = w.b"
+        )
 
     def all_associations(self) -> list[Association]:
         return [schema.association_from_row(row) for row in self.db.read(f"{self._EDGE} ORDER BY x.id, y.id")]

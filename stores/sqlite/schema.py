@@ -120,6 +120,20 @@ TABLES = [
     f'CREATE VIRTUAL TABLE IF NOT EXISTS engram_fts USING fts5 (terms, tokenize="{FTS_TOKENIZE}")',
 ]
 
+# Secondary indexes a bulk import drops and builds again at its end: one sort each, rather than
+# a random B-tree insert per row that rewrites most of their pages at every batch's commit.
+# Never a UNIQUE one (they check the data) nor a primary key. An import that is killed leaves
+# them missing, and migrate (run at every open) creates them again.
+DEFERRED_INDEXES = (
+    "engram_recent",
+    "encoded_by_cue",
+    "associated_with_b",
+    "co_occurs_b",
+    "relates_to_target",
+    "relates_to_engram",
+)
+CREATE_INDEXES = [statement for statement in TABLES if statement.startswith("CREATE INDEX")]
+
 ENGRAM_COLUMNS: tuple[str, ...] = ("id", *(name for name in ENGRAM_FIELDS if name != "id"))
 ENGRAM_SELECT = ", ".join(f"e.{name}" for name in ENGRAM_COLUMNS)
 INSERT_ENGRAM = (

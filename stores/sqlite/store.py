@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,10 @@ if TYPE_CHECKING:
     from smriti.config import Settings
 
 logger = logging.getLogger(__name__)
+
+# An import of more memories than this (and at least as many as the store holds) defers the
+# secondary indexes; a smaller one would spend more rebuilding them than it saves.
+BULK_MIN_MEMORIES = 1000
 
 
 def sqlite_path(settings: Settings, user: str) -> Path:
@@ -128,6 +133,25 @@ class SqliteStore(StoreBase):
         """Everything written inside commits together or not at all (see Database.transaction)."""
         return self.db.transaction()
 
+    @contextmanager
+    def bulk_import(self, memories: int) -> Iterator[None]:
+        """A larger cache and rarer checkpoints throughout; when the import is at least as large
+        as the store (and more than one batch), the secondary indexes are dropped first and
+        built again at the end (see schema.DEFERRED_INDEXES)."""
+        defer = memories > BULK_MIN_MEMORIES and memories >= self.count_engrams()
+        with self.db.bulk_settings():
+            if defer:
+                with self.db.transaction():
+                    for name in schema.DEFERRED_INDEXES:
+                        self.db.write(f"DROP INDEX IF EXISTS {name}")
+            try:
+                yield
+            finally:
+                if defer:
+                    with self.db.transaction():
+                        for statement in schema.CREATE_INDEXES:
+                            self.db.write(statement)
+
     # -- meta --------------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
         rows = self.db.read("SELECT value FROM meta WHERE key = ?", (key,))
@@ -187,6 +211,9 @@ class SqliteStore(StoreBase):
     def link_cue_ids(self, engram_id: str, cue_ids: Sequence[str]) -> None:
         self.graph.link_cue_ids(engram_id, cue_ids)
 
+    def link_many(self, links: Mapping[str, Sequence[str]]) -> None:
+        self.graph.link_many(links)
+
     def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
         return self.graph.cues_of(engram_ids)
 
@@ -225,6 +252,9 @@ class SqliteStore(StoreBase):
 
     def all_associations(self) -> list[Association]:
         return self.graph.all_associations()
+
+    def association_weights(self) -> list[tuple[str, str, float]]:
+        return self.graph.association_weights()
 
     # -- search and maintenance ------------------------------------------------------------------------
     def vector_search(
