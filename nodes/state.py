@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NotRequired, TypedDict, cast
 
 import numpy as np
 
-from smriti.nodes.scoring import ScoringProfile, build_profile
+from smriti.nodes.scoring import Fusion, ScoringProfile, build_fusion, build_profile
 from smriti.stores.base import NO_CLUSTER, utcnow
 
 if TYPE_CHECKING:
@@ -64,6 +64,7 @@ class MemoryContext:
     _scoring: tuple[Settings, ScoringProfile] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+    _fusion: tuple[Settings, Fusion] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def scoring(self) -> ScoringProfile:
@@ -74,6 +75,14 @@ class MemoryContext:
         built = self._scoring
         if built is None or built[0] is not self.settings:
             built = self._scoring = (self.settings, build_profile(self.settings))
+        return built[1]
+
+    @property
+    def fusion(self) -> Fusion:
+        """The branch weights of rank fusion, built once per settings object (as ``scoring``)."""
+        built = self._fusion
+        if built is None or built[0] is not self.settings:
+            built = self._fusion = (self.settings, build_fusion(self.settings))
         return built[1]
 
     def close(self) -> None:
@@ -185,6 +194,7 @@ class Candidate:
     similarity: float = 0.0
     text_score: float = 0.0
     cue_score: float = 0.0
+    graph_score: float = 0.0  # spreading activation (nodes/activate.py)
     matched_cues: list[str] = field(default_factory=list)
     origins: list[str] = field(default_factory=list)
     hops: int = 0
