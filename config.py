@@ -133,6 +133,11 @@ class Settings(BaseSettings):
     activation_association_weight: float = Field(
         default=1.0, ge=0, description="weight of AssociatedWith edges against EncodedBy edges"
     )
+    context_weight: float = Field(
+        default=0.8, ge=0, description="conversation context: share of relevance a turn passes to its neighbours"
+    )
+    context_additive: bool = Field(default=False, description="context adds to a turn's own relevance")
+    context_seeds: int = Field(default=10, ge=0, description="best candidates whose neighbours are raised")
     hop_penalty: float = Field(default=0.7, gt=0, le=1, description="score factor per hop of expansion")
     max_hops: int = Field(default=2, ge=0, le=5)
     cross_cluster_penalty: float = Field(default=0.5, gt=0, le=1)

@@ -39,9 +39,7 @@ from smriti.nodes.state import MemoryContext, RecallState, traced
 # Iterations stop when the L1 change of the distribution falls below this, or after MAX_ITERATIONS.
 TOLERANCE = 1e-4
 MAX_ITERATIONS = 30
-# How many of the direct hits are engram nodes of the graph (their cues are read from the
-# candidates already loaded, so this costs no store read).
-DIRECT_NODES = 50
+ROUNDING = 10  # decimals kept of a graph score
 
 
 def personalized_pagerank(
@@ -133,8 +131,9 @@ def activate(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, A
     store = context.store
     total = max(store.count_engrams(), 1)
     ceiling = max(2, int(settings.activation_max_cue_share * total))
-    direct = candidates[:DIRECT_NODES]
-    seeds = candidates[: settings.activation_seeds]
+    # Only the seeds' cues and neighbours build the graph: the best hits do not depend on how
+    # deep each branch searched (the limit), so neither does the activation.
+    seeds = direct = candidates[: settings.activation_seeds]
     query_cues = [c for c in dict.fromkeys(state.get("parsed", {}).get("cues", []))]
     names = sorted({n for c in direct for n in c.entities} | set(query_cues))
     counts = store.cue_engram_counts(names) if names else {}
@@ -163,8 +162,11 @@ def activate(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, A
     restart_total = sum(engram_seeds.values()) + sum(cue_seeds.values()) or 1.0
     graph: dict[str, float] = {}
     for i, engram in enumerate(ids):
-        value = ppr[i] - (1 - settings.activation_damping) * engram_seeds.get(engram, 0.0) / restart_total
-        if value > 1e-9:
+        value = float(ppr[i]) - (1 - settings.activation_damping) * engram_seeds.get(engram, 0.0) / restart_total
+        # Rounded so that engrams in symmetric places of the graph tie exactly, whatever the
+        # summation order (the matrix is ordered by id): the score then breaks the tie.
+        value = round(value, ROUNDING)
+        if value > 0:
             graph[engram] = value
     known = {c.id for c in candidates}
     reached = sorted((e for e in graph if e not in known), key=lambda e: (-graph[e], e))[: settings.activation_new]

@@ -32,6 +32,7 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 
 from smriti.nodes.activate import activate
+from smriti.nodes.neighbours import conversation_context
 from smriti.nodes.expand import find_seed_cluster, gather, multi_hop
 from smriti.nodes.fabric import cross_reference, merge_duplicates, shortlist_candidates
 from smriti.nodes.rank import format_result, reinforce, score
@@ -70,6 +71,7 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     builder.add_node("fulltext_search", fulltext_search)
     builder.add_node("gather", gather)
     builder.add_node("activate", activate)
+    builder.add_node("conversation_context", conversation_context)
     builder.add_node("multi_hop", multi_hop)
     builder.add_node("seed_cluster", find_seed_cluster)
     builder.add_node("shortlist", shortlist_candidates)
@@ -87,7 +89,8 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
         builder.add_edge("parse_query", branch)
     builder.add_edge(DIRECT_BRANCHES, "gather")
     builder.add_conditional_edges("gather", _after_gather, ["score", "activate"])
-    builder.add_edge("activate", "multi_hop")
+    builder.add_edge("activate", "conversation_context")
+    builder.add_edge("conversation_context", "multi_hop")
     builder.add_edge("multi_hop", "seed_cluster")
     builder.add_edge("seed_cluster", "shortlist")
     builder.add_edge("shortlist", "dedupe")

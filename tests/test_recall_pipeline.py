@@ -52,6 +52,12 @@ def test_multi_hop_reaches_an_associate_vector_search_misses(topic_context):
     search, _ = _recall(context, "alpha", mode="search")
     assert b not in _by_id(search)
 
+    # Spreading activation reaches b over the same edge, as a graph-branch candidate (no hop) ...
+    activated, _ = _recall(context, "alpha")
+    assert "graph" in _by_id(activated)[b]["metadata"]["retrieved_by"]
+    assert _by_id(activated)[b]["metadata"]["hops"] == 0
+    # ... and without it, multi-hop expansion does.
+    context.settings = context.settings.model_copy(update={"graph_activation": False})
     result, _ = _recall(context, "alpha", explain=True)
     hop = _by_id(result)[b]
     assert hop["metadata"]["hops"] == 1 and hop["metadata"]["via"] == a
@@ -68,6 +74,8 @@ def test_cross_cluster_penalty_halves_only_out_of_cluster_hops(topic_context):
     for target in (b, d):
         context.store.associate(Association(a, target, 0.9, "similar"))
     context.store.update_engrams({a: {"cluster_id": 1}, b: {"cluster_id": 1}, d: {"cluster_id": 2}})
+    # Hops only: spreading activation would reach b and d first (as direct graph candidates).
+    context.settings = context.settings.model_copy(update={"graph_activation": False})
     result, _ = _recall(context, "alpha", explain=True)
     items = _by_id(result)
     assert items[a]["components"]["cluster_factor"] == 1.0
@@ -139,6 +147,8 @@ def test_trace_lists_every_node_that_ran(topic_context):
     assert set(ran[2:5]) == {"cue_traverse", "vector_search", "fulltext_search"}
     assert ran[5:] == [
         "gather",
+        "activate",
+        "conversation_context",
         "multi_hop",
         "seed_cluster",
         "shortlist",
