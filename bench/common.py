@@ -246,7 +246,11 @@ class CachedEmbeddings(Embeddings):
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         keys = list(self.vectors)
-        np.savez(self.path, keys=np.array(keys), vectors=np.array([self.vectors[k] for k in keys], dtype=np.float32))
+        np.savez(
+            self.path,
+            keys=np.array(keys),
+            vectors=np.array([self.vectors[k] for k in keys], dtype=np.float32),
+        )
         self.dirty = False
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:

@@ -58,6 +58,21 @@ def score_relevance(
     candidate.relevance, candidate.ranks = rank_fusion(signals, ranked, fusion.k, fusion.weights)
 
 
+def best_with_ties(candidates: Sequence[Candidate], n: int) -> list[Candidate]:
+    """The ``n`` most relevant candidates, and every other as relevant as the ``n``-th.
+
+    Which of several equally relevant candidates made a cut would otherwise depend on their
+    ids (random), and a stage seeded by them would rank the same memories differently per store.
+    """
+    ordered = sorted(candidates, key=lambda c: (-c.relevance, c.id))
+    if n <= 0:
+        return []
+    if len(ordered) <= n:
+        return ordered
+    floor = ordered[n - 1].relevance
+    return [c for c in ordered if c.relevance >= floor]
+
+
 def seed_cluster(cluster_ids: Iterable[int]) -> int:
     """The most common cluster among the direct hits of a recall, or -1.
 

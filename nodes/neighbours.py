@@ -22,7 +22,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from smriti.nodes.expand import fill_similarity, query_vector
+from smriti.nodes.expand import best_with_ties, fill_similarity, query_vector
 from smriti.nodes.search import load_candidates
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.stores.base import Association
@@ -47,7 +47,7 @@ def context_relevance(
                 continue
             value = seeds[here] * edge.strength * weight
             best = passed.get(there)
-            if best is None or (value, best[1]) > (best[0], here) and value >= best[0]:
+            if best is None or ((value, best[1]) > (best[0], here) and value >= best[0]):
                 passed[there] = (value, here)
     return passed
 
@@ -60,7 +60,7 @@ def conversation_context(state: RecallState, runtime: Runtime[MemoryContext]) ->
     candidates = list(state.get("candidates", []))
     if settings.context_weight <= 0 or not candidates:
         return {"_notes": "conversation context off" if candidates else "no candidates"}
-    top = sorted(candidates, key=lambda c: (-c.relevance, c.id))[: settings.context_seeds]
+    top = best_with_ties(candidates, settings.context_seeds)
     seeds = {c.id: c.relevance for c in top}
     passed = context_relevance(seeds, context.store.neighbours(sorted(seeds)), settings.context_weight)
     by_id = {c.id: c for c in candidates}

@@ -32,9 +32,9 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 
 from smriti.nodes.activate import activate
-from smriti.nodes.neighbours import conversation_context
 from smriti.nodes.expand import find_seed_cluster, gather, multi_hop
 from smriti.nodes.fabric import cross_reference, merge_duplicates, shortlist_candidates
+from smriti.nodes.neighbours import conversation_context
 from smriti.nodes.rank import format_result, reinforce, score
 from smriti.nodes.search import (
     cue_traverse,

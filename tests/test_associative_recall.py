@@ -146,8 +146,10 @@ def test_conversation_context_raises_the_turn_after_the_one_found(make_context):
         "Bob: Mostly we stayed at the lake cabin with the kids.",
         "Alice: That sounds lovely.",
     ]
-    ids = [_store(context, t, source="session_1", created_at=(day + timedelta(minutes=i)).isoformat())
-           for i, t in enumerate(turns)]
+    ids = [
+        _store(context, t, source="session_1", created_at=(day + timedelta(minutes=i)).isoformat())
+        for i, t in enumerate(turns)
+    ]
     for i in range(20):
         _store(context, f"Carol: unrelated chatter {i} about football", source="session_2")
     result, trace = _recall(context, "holiday in March", limit=3)
