@@ -219,10 +219,13 @@ class CachedEmbeddings(Embeddings):
         self.dims = embedder_dims(inner)
         self.path = (folder or CACHE_DIR) / f"embeddings-{name}.npz"
         self.vectors: dict[str, Any] = {}
-        self.dirty = False
+        self.pending = 0  # vectors computed since the last save
         if self.path.exists():
             with np.load(self.path) as data:
                 self.vectors = dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
+        import atexit
+
+        atexit.register(self.save)
 
     @staticmethod
     def key(text: str) -> str:
@@ -236,13 +239,15 @@ class CachedEmbeddings(Embeddings):
         if missing:
             for text, vector in zip(missing, self.inner.embed_documents(missing), strict=True):
                 self.vectors[self.key(text)] = vector
-            self.dirty = True
-            self.save()
+            self.pending += len(missing)
+            if self.pending >= 500:
+                self.save()
 
     def save(self) -> None:
+        """Write the cache (every 500 new vectors and at exit)."""
         import numpy as np
 
-        if not self.dirty:
+        if not self.pending:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         keys = list(self.vectors)
@@ -251,7 +256,7 @@ class CachedEmbeddings(Embeddings):
             keys=np.array(keys),
             vectors=np.array([self.vectors[k] for k in keys], dtype=np.float32),
         )
-        self.dirty = False
+        self.pending = 0
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         self.warm(texts)

@@ -70,6 +70,12 @@ USER = "hotpotqa"
 SMRITI_RECALL = "Smriti recall (full pipeline)"
 SMRITI_SEARCH = "Smriti search (vector only)"
 PLAIN_BM25 = "BM25, plain words"
+# Each stage off in turn (``--ablation``); conversation context needs sources, which passages lack.
+ABLATIONS = {
+    "- spreading activation (graph_activation=false)": {"graph_activation": False},
+    "- multi-hop expansion (max_hops=0)": {"max_hops": 0},
+    "- activation and hops": {"graph_activation": False, "max_hops": 0},
+}
 TRACE_STEPS = ("cue_traverse", "vector_search", "fulltext_search", "gather", "cross_reference", "score")
 
 
@@ -146,6 +152,7 @@ def run_smriti(
     timing: dict[str, list],
     embedder: Any,
     bm25_ranked: dict[int, list[list[str]]],
+    ablation: bool = False,
 ) -> tuple[list[dict[str, Any]], int]:
     """Store every passage, consolidate once, ask every question; returns explain records and dedupes."""
     from smriti.memory import Memory
@@ -177,6 +184,14 @@ def run_smriti(
             with stopwatch(timing[f"recall:{SMRITI_SEARCH}"]):
                 result = memory.recall(q.text, limit=max(KS), mode="search")
             scores.add(SMRITI_SEARCH, q, [titles_of.get(item["id"], []) for item in result["results"]])
+        default_settings = memory.context.settings
+        for system, off in ABLATIONS.items() if ablation else ():
+            memory.context.settings = default_settings.model_copy(update=off)
+            for q in questions:
+                with stopwatch(timing[f"recall:{system}"]):
+                    result = memory.recall(q.text, limit=max(KS), mode="recall")
+                scores.add(system, q, [titles_of.get(item["id"], []) for item in result["results"]])
+        memory.context.settings = default_settings
         return records, merged
     finally:
         memory.close()
@@ -290,6 +305,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="ask the first half of the questions (tune: where weights were chosen), the second (heldout) "
         "or all; the store always pools every loaded question's passages",
     )
+    parser.add_argument("--ablation", action="store_true", help="also run the pipeline with each stage off")
     parser.add_argument(
         "--embedding-cache", action="store_true", help="remember MiniLM vectors in bench/.cache between runs"
     )
@@ -312,11 +328,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     documents = [(passage.title, passage.content) for passage in passages]
     bm25_ranked = rank_with_baselines(documents, questions, embedder, PLAIN_BM25, scores.add, timing, max(KS))
     with tempfile.TemporaryDirectory(prefix="smriti-hotpotqa-") as folder:
-        records, merged = run_smriti(passages, questions, Path(folder), scores, timing, embedder, bm25_ranked)
+        records, merged = run_smriti(
+            passages, questions, Path(folder), scores, timing, embedder, bm25_ranked, args.ablation
+        )
     elapsed = time.perf_counter() - started
 
     systems = [SMRITI_RECALL, SMRITI_SEARCH, BM25Retriever.name, PLAIN_BM25, DenseRetriever.name,
                FusionRetriever.name]  # fmt: skip
+    if args.ablation:
+        systems += list(ABLATIONS)
     kinds = {kind: sum(1 for q in questions if q.kind == kind) for kind in TYPES}
     body = (
         section_preamble(

@@ -4,9 +4,10 @@
 validate ─┬─ list ──> list_recent ──────────────────────────────────────────────> format
           ├─ search > vector_only > gather ───────────────────────> score > reinforce > format
           └─ recall > parse_query ┬ cue_traverse ─┐
-                                  ├ vector_search ┼> gather > multi_hop > seed_cluster
+                                  ├ vector_search ┼> gather > activate > conversation_context
                                   └ fulltext ─────┘
-    seed_cluster > shortlist > dedupe > cross_reference > score > reinforce > format
+    conversation_context > multi_hop > seed_cluster > shortlist > dedupe > cross_reference
+    cross_reference > score > reinforce > format
 ```
 The three direct branches run in parallel and join before expansion. Input is
 :class:`RecallInput`, output :class:`RecallOutput` (``result`` in the unified format and
@@ -18,7 +19,9 @@ Where each step lives, in the order a run reaches them:
    MemoryContext (with its scoring profile) and the trace decorator.
 2. ``nodes/search.py``: validate (checks from ``validators.py``), list_recent,
    parse_query, cue_traverse, vector_search (also vector_only), fulltext_search.
-3. ``nodes/expand.py``: gather (rank fusion into candidates), multi_hop, seed_cluster.
+3. ``nodes/expand.py``: gather (rank fusion into candidates); ``nodes/activate.py``: activate
+   (spreading activation, the graph branch); ``nodes/neighbours.py``: conversation_context;
+   ``nodes/expand.py`` again: multi_hop, seed_cluster.
 4. ``nodes/fabric.py``: shortlist (the profile's bounds), dedupe, cross_reference.
 5. ``nodes/rank.py``: score (the profile's score), reinforce, format (the unified result).
 
