@@ -126,7 +126,9 @@ class Settings(BaseSettings):
         default=0.3, ge=0, description="rank-fusion weight of spreading activation"
     )
     fusion_k: int = Field(default=5, ge=1, description="rank-fusion constant: weight / (k + rank)")
-    graph_activation: bool = Field(default=True, description="spreading activation (PPR) as a recall branch")
+    # Off by default: on LoCoMo it lost R@5 (bench/RESULTS.md, ablation) and costs a store read
+    # of up to ACTIVATION_MAX_ENGRAMS engrams per recall; see README, "Associative recall".
+    graph_activation: bool = Field(default=False, description="spreading activation (PPR) as a recall branch")
     activation_damping: float = Field(
         default=0.5, gt=0, lt=1, description="PPR: probability of following an edge"
     )

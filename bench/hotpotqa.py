@@ -72,9 +72,8 @@ SMRITI_SEARCH = "Smriti search (vector only)"
 PLAIN_BM25 = "BM25, plain words"
 # Each stage off in turn (``--ablation``); conversation context needs sources, which passages lack.
 ABLATIONS = {
-    "- spreading activation (graph_activation=false)": {"graph_activation": False},
+    "+ spreading activation (graph_activation=true; off by default)": {"graph_activation": True},
     "- multi-hop expansion (max_hops=0)": {"max_hops": 0},
-    "- activation and hops": {"graph_activation": False, "max_hops": 0},
 }
 TRACE_STEPS = ("cue_traverse", "vector_search", "fulltext_search", "gather", "cross_reference", "score")
 

@@ -77,14 +77,11 @@ SMRITI_RELEVANCE = "Smriti recall, relevance-only score (ablation)"
 SMRITI_SEARCH = "Smriti search (vector only)"
 # Each stage off in turn (``--ablation``): system name -> the settings that turn it off.
 ABLATIONS = {
-    "- spreading activation (graph_activation=false)": {"graph_activation": False},
-    "- conversation context (context_weight=0)": {"context_weight": 0.0},
+    "+ spreading activation (graph_activation=true; off by default)": {"graph_activation": True},
+    "- conversation context (context_weight=0), = the pipeline before issue 13": {"context_weight": 0.0},
     "- multi-hop expansion (max_hops=0)": {"max_hops": 0},
     "- cross-reference boost (boost 1.0)": {"memory_fabric_boost_factor": 1.0},
-    "- activation and context (the pipeline before issue 13)": {
-        "graph_activation": False,
-        "context_weight": 0.0,
-    },
+    "+ activation - context": {"graph_activation": True, "context_weight": 0.0},
 }
 # Public conversations used to choose the weights and thresholds of the new stages (tune), and
 # the ones reported as held out: the figures that count are the held-out ones.

@@ -96,6 +96,7 @@ def test_fusion_weights_come_from_settings_and_a_zero_weight_branch_is_ignored(s
     assert top == pytest.approx(1.0)
     off = build_fusion(settings.model_copy(update={"graph_activation": False}))
     assert off.weights["graph"] == 0.0
+    assert not settings.graph_activation  # off by default (README: it lost R@5 on LoCoMo)
 
 
 # -- through the recall graph -------------------------------------------------------------------
@@ -104,7 +105,7 @@ def test_fusion_weights_come_from_settings_and_a_zero_weight_branch_is_ignored(s
 def test_activation_brings_back_a_memory_linked_through_a_shared_entity(make_context):
     """The Memory Fabric example: the second memory shares no word with the question but the
     cue cursor-pagination with the first, which answers it directly."""
-    context = make_context()
+    context = make_context(graph_activation=True)
     first = _store(context, "database-engineer recommends cursor-pagination for the orders API")
     second = _store(context, "cursor-pagination relies on opaque tokens")
     for i in range(30):  # unrelated memories, so that cue idf means something
@@ -125,7 +126,7 @@ def test_activation_brings_back_a_memory_linked_through_a_shared_entity(make_con
 
 
 def test_activation_ignores_hub_cues(make_context):
-    context = make_context(activation_max_cue_share=0.05)
+    context = make_context(graph_activation=True, activation_max_cue_share=0.05)
     for i in range(40):
         _store(context, f"Priya wrote report {i} about topic{i}")
     target = _store(context, "Priya likes pgvector")

@@ -53,6 +53,7 @@ def test_multi_hop_reaches_an_associate_vector_search_misses(topic_context):
     assert b not in _by_id(search)
 
     # Spreading activation reaches b over the same edge, as a graph-branch candidate (no hop) ...
+    context.settings = context.settings.model_copy(update={"graph_activation": True})
     activated, _ = _recall(context, "alpha")
     assert "graph" in _by_id(activated)[b]["metadata"]["retrieved_by"]
     assert _by_id(activated)[b]["metadata"]["hops"] == 0
