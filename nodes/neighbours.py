@@ -47,7 +47,7 @@ def context_relevance(
                 continue
             value = seeds[here] * edge.strength * weight
             best = passed.get(there)
-            if best is None or ((value, best[1]) > (best[0], here) and value >= best[0]):
+            if best is None or value > best[0] or (value == best[0] and here < best[1]):
                 passed[there] = (value, here)
     return passed
 

@@ -79,6 +79,10 @@ def test_context_relevance_passes_the_best_seed_over_same_source_edges_only():
     passed = context_relevance({"a": 1.0, "b": 0.8}, edges, weight=2.0)
     assert passed["n"] == (pytest.approx(1.0), "a")  # 1.0 x 0.5 x 2 beats 0.8 x 0.3 x 2 from b
     assert set(passed) == {"n"}  # not the seeds themselves, not over the similarity edge
+    # equal values: the smaller seed id wins, whatever the order of the edges
+    tied = [Association("b", "m", 0.5, "same_source"), Association("a", "m", 0.5, "same_source")]
+    assert context_relevance({"a": 1.0, "b": 1.0}, tied, 1.0)["m"] == (0.5, "a")
+    assert context_relevance({"a": 1.0, "b": 1.0}, tied[::-1], 1.0)["m"] == (0.5, "a")
 
 
 def test_same_source_strength_falls_with_distance():
