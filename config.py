@@ -129,6 +129,41 @@ class Settings(BaseSettings):
     vector_min_similarity: float = Field(
         default=0.0, ge=-1, lt=1, description="vector hits at or below this cosine are not candidates"
     )
+    fusion_weight_similarity: float = Field(
+        default=0.3, ge=0, description="rank-fusion weight of vector search"
+    )
+    fusion_weight_text: float = Field(default=0.5, ge=0, description="rank-fusion weight of full-text search")
+    fusion_weight_cue: float = Field(default=0.2, ge=0, description="rank-fusion weight of cue traversal")
+    fusion_weight_graph: float = Field(
+        default=0.3, ge=0, description="rank-fusion weight of spreading activation"
+    )
+    fusion_k: int = Field(default=5, ge=1, description="rank-fusion constant: weight / (k + rank)")
+    # Off by default: on LoCoMo it lost R@5 (bench/RESULTS.md, ablation) and costs a store read
+    # of up to ACTIVATION_MAX_ENGRAMS engrams per recall; see README, "Associative recall".
+    graph_activation: bool = Field(default=False, description="spreading activation (PPR) as a recall branch")
+    activation_damping: float = Field(
+        default=0.5, gt=0, lt=1, description="PPR: probability of following an edge"
+    )
+    activation_seeds: int = Field(default=10, ge=1, description="best direct hits the activation restarts at")
+    activation_max_engrams: int = Field(
+        default=200, ge=0, description="engrams reached through cues, at most"
+    )
+    activation_new: int = Field(
+        default=30, ge=0, description="engrams the activation adds as candidates, at most"
+    )
+    activation_max_cue_share: float = Field(
+        default=0.05, gt=0, le=1, description="cues encoding more than this share of memories do not spread"
+    )
+    activation_association_weight: float = Field(
+        default=1.0, ge=0, description="weight of AssociatedWith edges against EncodedBy edges"
+    )
+    context_weight: float = Field(
+        default=1.6,
+        ge=0,
+        description="conversation context: share of relevance a turn passes to its neighbours",
+    )
+    context_additive: bool = Field(default=False, description="context adds to a turn's own relevance")
+    context_seeds: int = Field(default=3, ge=0, description="best candidates whose neighbours are raised")
     hop_penalty: float = Field(default=0.7, gt=0, le=1, description="score factor per hop of expansion")
     max_hops: int = Field(default=2, ge=0, le=5)
     cross_cluster_penalty: float = Field(default=0.5, gt=0, le=1)

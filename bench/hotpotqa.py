@@ -70,6 +70,11 @@ USER = "hotpotqa"
 SMRITI_RECALL = "Smriti recall (full pipeline)"
 SMRITI_SEARCH = "Smriti search (vector only)"
 PLAIN_BM25 = "BM25, plain words"
+# Each stage off in turn (``--ablation``); conversation context needs sources, which passages lack.
+ABLATIONS = {
+    "+ spreading activation (graph_activation=true; off by default)": {"graph_activation": True},
+    "- multi-hop expansion (max_hops=0)": {"max_hops": 0},
+}
 TRACE_STEPS = ("cue_traverse", "vector_search", "fulltext_search", "gather", "cross_reference", "score")
 
 
@@ -146,6 +151,7 @@ def run_smriti(
     timing: dict[str, list],
     embedder: Any,
     bm25_ranked: dict[int, list[list[str]]],
+    ablation: bool = False,
 ) -> tuple[list[dict[str, Any]], int]:
     """Store every passage, consolidate once, ask every question; returns explain records and dedupes."""
     from smriti.memory import Memory
@@ -177,6 +183,14 @@ def run_smriti(
             with stopwatch(timing[f"recall:{SMRITI_SEARCH}"]):
                 result = memory.recall(q.text, limit=max(KS), mode="search")
             scores.add(SMRITI_SEARCH, q, [titles_of.get(item["id"], []) for item in result["results"]])
+        default_settings = memory.context.settings
+        for system, off in ABLATIONS.items() if ablation else ():
+            memory.context.settings = default_settings.model_copy(update=off)
+            for q in questions:
+                with stopwatch(timing[f"recall:{system}"]):
+                    result = memory.recall(q.text, limit=max(KS), mode="recall")
+                scores.add(system, q, [titles_of.get(item["id"], []) for item in result["results"]])
+        memory.context.settings = default_settings
         return records, merged
     finally:
         memory.close()
@@ -283,16 +297,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=0,
         help="N evenly spaced questions, whose passages alone make the store (default 0 = all 500)",
     )
+    parser.add_argument(
+        "--half",
+        choices=("all", "tune", "heldout"),
+        default="all",
+        help="ask the first half of the questions (tune: where weights were chosen), the second (heldout) "
+        "or all; the store always pools every loaded question's passages",
+    )
+    parser.add_argument("--ablation", action="store_true", help="also run the pipeline with each stage off")
+    parser.add_argument(
+        "--embedding-cache", action="store_true", help="remember MiniLM vectors in bench/.cache between runs"
+    )
     parser.add_argument("--results", type=Path, default=None, help="results file (default bench/RESULTS.md)")
     add_embedder_option(parser)
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
-    embedder = make_embedder(args.embedder)
+    embedder = make_embedder(args.embedder, cache=args.embedding_cache)
     setup_logging(args.verbose)
     command = command_line("bench.hotpotqa", argv)
     rows = load_rows(args.questions)
     passages, chunks = pool_passages(rows)
     questions = questions_of(rows)
+    middle = len(questions) // 2
+    questions = {"all": questions, "tune": questions[:middle], "heldout": questions[middle:]}[args.half]
     logger.info("%d questions, %d chunks -> %d passages", len(questions), chunks, len(passages))
 
     scores, timing = Scores(), defaultdict(list)
@@ -300,19 +327,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     documents = [(passage.title, passage.content) for passage in passages]
     bm25_ranked = rank_with_baselines(documents, questions, embedder, PLAIN_BM25, scores.add, timing, max(KS))
     with tempfile.TemporaryDirectory(prefix="smriti-hotpotqa-") as folder:
-        records, merged = run_smriti(passages, questions, Path(folder), scores, timing, embedder, bm25_ranked)
+        records, merged = run_smriti(
+            passages, questions, Path(folder), scores, timing, embedder, bm25_ranked, args.ablation
+        )
     elapsed = time.perf_counter() - started
 
     systems = [SMRITI_RECALL, SMRITI_SEARCH, BM25Retriever.name, PLAIN_BM25, DenseRetriever.name,
                FusionRetriever.name]  # fmt: skip
+    if args.ablation:
+        systems += list(ABLATIONS)
     kinds = {kind: sum(1 for q in questions if q.kind == kind) for kind in TYPES}
     body = (
         section_preamble(
             command,
-            f"kuzu store, {type(embedder).__name__}({embedder_dims(embedder)}), "
+            f"sqlite store, {type(embedder).__name__}({embedder_dims(embedder)}), "
             "heuristic analyser (llm=None), scoring_profile=composite (defaults), prune_threshold=0, "
             "one consolidation after storing",
         )
+        + f"- Questions: {args.half} (first half = tune, where weights were chosen; second = heldout)\n"
         + f"- Data: {len(questions)} questions ({kinds['bridge']} bridge, {kinds['comparison']} comparison), "
         f"their {chunks} passages pooled into one store, {len(passages)} after deduplication by title "
         f"(Smriti's store merged {merged} more as near-duplicates); wall time {elapsed:.0f} s\n"
@@ -328,8 +360,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         + diagnosis_text(records)
     )
     print(body)
-    title = "HotpotQA supporting-passage retrieval"
-    write_embedder_section("hotpotqa", title, args.embedder, body, args.results)
+    title = "HotpotQA supporting-passage retrieval" + ("" if args.half == "all" else f", {args.half} half")
+    name = "hotpotqa" if args.half == "all" else f"hotpotqa-{args.half}"
+    write_embedder_section(name, title, args.embedder, body, args.results)
     return {"scores": scores, "timing": timing, "systems": systems, "records": records, "body": body}
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from langgraph.runtime import Runtime
 
-from smriti.nodes.scoring import cosine, hop_relevance, rank_fusion
+from smriti.nodes.scoring import DEFAULT_FUSION, Fusion, cosine, hop_relevance, rank_fusion
 from smriti.nodes.search import load_candidates
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.stores.base import NO_CLUSTER
@@ -23,7 +23,7 @@ HOP_SEEDS = 10
 HOP_WIDTH = 30
 
 # The candidate attribute behind each fused branch (the keys of scoring.FUSION_WEIGHTS).
-SIGNALS = {"similarity": "similarity", "text": "text_score", "cue": "cue_score"}
+SIGNALS = {"similarity": "similarity", "text": "text_score", "cue": "cue_score", "graph": "graph_score"}
 
 
 def query_vector(state: RecallState) -> np.ndarray | None:
@@ -47,13 +47,30 @@ def branch_scores(candidates: Iterable[Candidate]) -> dict[str, list[float]]:
     }
 
 
-def score_relevance(candidate: Candidate, ranked: dict[str, list[float]], mode: str) -> None:
-    """Relevance: the similarity in search mode, else the rank fusion of the three signals."""
+def score_relevance(
+    candidate: Candidate, ranked: dict[str, list[float]], mode: str, fusion: Fusion = DEFAULT_FUSION
+) -> None:
+    """Relevance: the similarity in search mode, else the rank fusion of the branch signals."""
     if mode == "search":
         candidate.relevance = candidate.similarity
         return
     signals = {branch: getattr(candidate, attr) for branch, attr in SIGNALS.items()}
-    candidate.relevance, candidate.ranks = rank_fusion(signals, ranked)
+    candidate.relevance, candidate.ranks = rank_fusion(signals, ranked, fusion.k, fusion.weights)
+
+
+def best_with_ties(candidates: Sequence[Candidate], n: int) -> list[Candidate]:
+    """The ``n`` most relevant candidates, and every other as relevant as the ``n``-th.
+
+    Which of several equally relevant candidates made a cut would otherwise depend on their
+    ids (random), and a stage seeded by them would rank the same memories differently per store.
+    """
+    ordered = sorted(candidates, key=lambda c: (-c.relevance, c.id))
+    if n <= 0:
+        return []
+    if len(ordered) <= n:
+        return ordered
+    floor = ordered[n - 1].relevance
+    return [c for c in ordered if c.relevance >= floor]
 
 
 def seed_cluster(cluster_ids: Iterable[int]) -> int:
@@ -77,7 +94,7 @@ def gather(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any
         fill_similarity(candidate, query)
     ranked = branch_scores(candidates)
     for candidate in candidates:
-        score_relevance(candidate, ranked, state["mode"])
+        score_relevance(candidate, ranked, state["mode"], runtime.context.fusion)
     candidates.sort(key=lambda c: (-c.relevance, c.id))
     return {
         "candidates": candidates,
@@ -116,7 +133,7 @@ def multi_hop(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
         for candidate in new:
             _, via, strength = reached[candidate.id]
             fill_similarity(candidate, query)
-            score_relevance(candidate, state.get("branch_scores", {}), state["mode"])
+            score_relevance(candidate, state.get("branch_scores", {}), state["mode"], context.fusion)
             candidate.hops, candidate.via, candidate.origins = depth, via, ["hop"]
             candidate.relevance = hop_relevance(candidate.relevance, known[via].relevance, strength)
             known[candidate.id] = candidate

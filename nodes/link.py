@@ -20,9 +20,18 @@ from smriti.stores.base import (
     normalise_cue_name,
 )
 
-# How many of the latest memories of the same source (conversation, session) a new one links to.
-SAME_SOURCE_NEIGHBOURS = 2
+# How many of the latest memories of the same source (conversation, session) a new one links
+# to, and how strongly: SAME_SOURCE_STRENGTH to the one just before, times SAME_SOURCE_FALLOFF
+# per step further back (0.5, 0.3, 0.18), so recall's conversation context
+# (nodes/neighbours.py) raises the next turn more than one three turns away.
+SAME_SOURCE_NEIGHBOURS = 3
 SAME_SOURCE_STRENGTH = 0.5
+SAME_SOURCE_FALLOFF = 0.6
+
+
+def same_source_strength(distance: int) -> float:
+    """Strength of the link to the memory ``distance`` steps back in the same source (1 = previous)."""
+    return SAME_SOURCE_STRENGTH * SAME_SOURCE_FALLOFF ** (distance - 1)
 
 
 def memory_cues(analysis: Mapping[str, Any], tags: str) -> list[dict[str, str]]:
@@ -111,9 +120,10 @@ def associate(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, A
         recent: deque[str] = context.cache.setdefault("recent_by_source", {}).setdefault(
             source, deque(maxlen=SAME_SOURCE_NEIGHBOURS)
         )
-        for engram_id in recent:
-            if engram_id not in links:
-                links[engram_id] = (SAME_SOURCE_STRENGTH, "same_source")
+        for distance, engram_id in enumerate(recent, start=1):
+            # The turn order wins over similarity: a neighbour that is also similar keeps
+            # one edge (a pair has one), typed same_source with its distance's strength.
+            links[engram_id] = (same_source_strength(distance), "same_source")
         recent.appendleft(state["id"])
     now = context.clock()
     if links:

@@ -26,11 +26,24 @@ if TYPE_CHECKING:
 # conversational memory such as LoCoMo, BM25 beats small sentence embedders (R@10 0.61
 # against 0.49 for all-MiniLM-L6-v2, bench/RESULTS.md), and the offline hashing embedder is
 # weaker still. Chosen on two LoCoMo conversations (conv-26, conv-30) among a few settings.
+# These are the defaults of FUSION_WEIGHT_* (config.py); the graph branch (spreading
+# activation, nodes/activate.py) is the fourth.
 FUSION_WEIGHTS = {"similarity": 0.30, "text": 0.50, "cue": 0.20}
 # Rank-fusion constant: 1/(k + rank). Much smaller than the customary 60 because recall
 # keeps only a handful of results, so the top ranks of each branch should count most
 # (k = 60 lost 6 points of recall@10 against k = 10 there; 3 to 10 were within noise).
 FUSION_K = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Fusion:
+    """How the recall branches' ranks are fused (FUSION_WEIGHT_*, FUSION_K): branch -> weight."""
+
+    weights: Mapping[str, float]
+    k: int = FUSION_K
+
+
+DEFAULT_FUSION = Fusion(FUSION_WEIGHTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,21 +118,28 @@ def branch_rank(value: float, ranked_desc: Sequence[float]) -> int:
 
 
 def rank_fusion(
-    signals: Mapping[str, float], ranked: Mapping[str, Sequence[float]], k: int | None = None
+    signals: Mapping[str, float],
+    ranked: Mapping[str, Sequence[float]],
+    k: int | None = None,
+    weights: Mapping[str, float] | None = None,
 ) -> tuple[float, dict[str, int]]:
     """Weighted reciprocal-rank fusion, normalised to [0, 1].
 
     relevance = sum_b w_b / (k + rank_b) / sum_b w_b / (k + 1), over the branches b
-    (similarity, text, cue) in which the candidate has a positive score; rank_b is its rank
+    (similarity, text, cue and graph, with ``weights``, FUSION_WEIGHTS by default) in which the
+    candidate has a positive score; rank_b is its rank
     among that branch's direct hits (``ranked[b]``, scores best first). Ranks rather than raw
     scores are fused because the branches' scales are not comparable: a cosine of 0.3 may be
     the best a hashing embedder gives, while BM25 is normalised so its best is always 1.
     A candidate first in every branch scores 1. Returns the relevance and the ranks.
     """
     k = FUSION_K if k is None else k
-    best = sum(FUSION_WEIGHTS.values()) / (k + 1)
+    weights = FUSION_WEIGHTS if weights is None else weights
+    best = sum(weights.values()) / (k + 1) or 1.0
     total, ranks = 0.0, {}
-    for branch, weight in FUSION_WEIGHTS.items():
+    for branch, weight in weights.items():
+        if weight <= 0:
+            continue
         value = signals.get(branch, 0.0)
         if value > 0:
             ranks[branch] = branch_rank(value, ranked.get(branch, ()))
@@ -347,6 +367,19 @@ class SimilarityProfile:
 
 
 SIMILARITY = SimilarityProfile()
+
+
+def build_fusion(settings: Settings) -> Fusion:
+    """The branch weights and rank constant of FUSION_WEIGHT_* and FUSION_K."""
+    return Fusion(
+        {
+            "similarity": settings.fusion_weight_similarity,
+            "text": settings.fusion_weight_text,
+            "cue": settings.fusion_weight_cue,
+            "graph": settings.fusion_weight_graph if settings.graph_activation else 0.0,
+        },
+        settings.fusion_k,
+    )
 
 
 def build_profile(settings: Settings) -> CompositeProfile | FabricProfile:

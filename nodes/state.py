@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NotRequired, TypedDict, cast
 import numpy as np
 
 from smriti.nodes.reinforcement import Reinforcer
-from smriti.nodes.scoring import ScoringProfile, build_profile
+from smriti.nodes.scoring import Fusion, ScoringProfile, build_fusion, build_profile
 from smriti.stores.base import NO_CLUSTER, utcnow
 
 if TYPE_CHECKING:
@@ -66,6 +66,7 @@ class MemoryContext:
         default=None, init=False, repr=False, compare=False
     )
     _reinforcer: Reinforcer | None = field(default=None, init=False, repr=False, compare=False)
+    _fusion: tuple[Settings, Fusion] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def scoring(self) -> ScoringProfile:
@@ -84,6 +85,14 @@ class MemoryContext:
         if self._reinforcer is None:
             self._reinforcer = Reinforcer(self.store, self.write_lock, self.settings.reinforce_boost)
         return self._reinforcer
+
+    @property
+    def fusion(self) -> Fusion:
+        """The branch weights of rank fusion, built once per settings object (as ``scoring``)."""
+        built = self._fusion
+        if built is None or built[0] is not self.settings:
+            built = self._fusion = (self.settings, build_fusion(self.settings))
+        return built[1]
 
     def close(self) -> None:
         if self._reinforcer is not None:
@@ -208,6 +217,7 @@ class Candidate:
     similarity: float = 0.0
     text_score: float = 0.0
     cue_score: float = 0.0
+    graph_score: float = 0.0  # spreading activation (nodes/activate.py)
     matched_cues: list[str] = field(default_factory=list)
     origins: list[str] = field(default_factory=list)
     hops: int = 0

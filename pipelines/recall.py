@@ -4,9 +4,10 @@
 validate ─┬─ list ──> list_recent ──────────────────────────────────────────────> format
           ├─ search > vector_only > gather ───────────────────────> score > reinforce > format
           └─ recall > parse_query ┬ cue_traverse ─┐
-                                  ├ vector_search ┼> gather > multi_hop > seed_cluster
+                                  ├ vector_search ┼> gather > activate > conversation_context
                                   └ fulltext ─────┘
-    seed_cluster > shortlist > dedupe > cross_reference > score > reinforce > format
+    conversation_context > multi_hop > seed_cluster > shortlist > dedupe > cross_reference
+    cross_reference > score > reinforce > format
 ```
 The three direct branches run in parallel and join before expansion. Input is
 :class:`RecallInput`, output :class:`RecallOutput` (``result`` in the unified format and
@@ -18,7 +19,9 @@ Where each step lives, in the order a run reaches them:
    MemoryContext (with its scoring profile) and the trace decorator.
 2. ``nodes/search.py``: validate (checks from ``validators.py``), list_recent,
    parse_query, cue_traverse, vector_search (also vector_only), fulltext_search.
-3. ``nodes/expand.py``: gather (rank fusion into candidates), multi_hop, seed_cluster.
+3. ``nodes/expand.py``: gather (rank fusion into candidates); ``nodes/activate.py``: activate
+   (spreading activation, the graph branch); ``nodes/neighbours.py``: conversation_context;
+   ``nodes/expand.py`` again: multi_hop, seed_cluster.
 4. ``nodes/fabric.py``: shortlist (the profile's bounds), dedupe, cross_reference.
 5. ``nodes/rank.py``: score (the profile's score), reinforce, format (the unified result).
 
@@ -31,8 +34,10 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
+from smriti.nodes.activate import activate
 from smriti.nodes.expand import find_seed_cluster, gather, multi_hop
 from smriti.nodes.fabric import cross_reference, merge_duplicates, shortlist_candidates
+from smriti.nodes.neighbours import conversation_context
 from smriti.nodes.rank import format_result, reinforce, score
 from smriti.nodes.search import (
     cue_traverse,
@@ -52,7 +57,7 @@ def _route_mode(state: RecallState) -> str:
 
 
 def _after_gather(state: RecallState) -> str:
-    return "score" if state["mode"] == "search" else "multi_hop"
+    return "score" if state["mode"] == "search" else "activate"
 
 
 def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | None = None):
@@ -68,6 +73,8 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     builder.add_node("vector_search", vector_search)
     builder.add_node("fulltext_search", fulltext_search)
     builder.add_node("gather", gather)
+    builder.add_node("activate", activate)
+    builder.add_node("conversation_context", conversation_context)
     builder.add_node("multi_hop", multi_hop)
     builder.add_node("seed_cluster", find_seed_cluster)
     builder.add_node("shortlist", shortlist_candidates)
@@ -84,7 +91,9 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     for branch in DIRECT_BRANCHES:
         builder.add_edge("parse_query", branch)
     builder.add_edge(DIRECT_BRANCHES, "gather")
-    builder.add_conditional_edges("gather", _after_gather, ["score", "multi_hop"])
+    builder.add_conditional_edges("gather", _after_gather, ["score", "activate"])
+    builder.add_edge("activate", "conversation_context")
+    builder.add_edge("conversation_context", "multi_hop")
     builder.add_edge("multi_hop", "seed_cluster")
     builder.add_edge("seed_cluster", "shortlist")
     builder.add_edge("shortlist", "dedupe")

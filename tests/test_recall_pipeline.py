@@ -52,6 +52,13 @@ def test_multi_hop_reaches_an_associate_vector_search_misses(topic_context):
     search, _ = _recall(context, "alpha", mode="search")
     assert b not in _by_id(search)
 
+    # Spreading activation reaches b over the same edge, as a graph-branch candidate (no hop) ...
+    context.settings = context.settings.model_copy(update={"graph_activation": True})
+    activated, _ = _recall(context, "alpha")
+    assert "graph" in _by_id(activated)[b]["metadata"]["retrieved_by"]
+    assert _by_id(activated)[b]["metadata"]["hops"] == 0
+    # ... and without it, multi-hop expansion does.
+    context.settings = context.settings.model_copy(update={"graph_activation": False})
     result, _ = _recall(context, "alpha", explain=True)
     hop = _by_id(result)[b]
     assert hop["metadata"]["hops"] == 1 and hop["metadata"]["via"] == a
@@ -68,6 +75,8 @@ def test_cross_cluster_penalty_halves_only_out_of_cluster_hops(topic_context):
     for target in (b, d):
         context.store.associate(Association(a, target, 0.9, "similar"))
     context.store.update_engrams({a: {"cluster_id": 1}, b: {"cluster_id": 1}, d: {"cluster_id": 2}})
+    # Hops only: spreading activation would reach b and d first (as direct graph candidates).
+    context.settings = context.settings.model_copy(update={"graph_activation": False})
     result, _ = _recall(context, "alpha", explain=True)
     items = _by_id(result)
     assert items[a]["components"]["cluster_factor"] == 1.0
@@ -139,6 +148,8 @@ def test_trace_lists_every_node_that_ran(topic_context):
     assert set(ran[2:5]) == {"cue_traverse", "vector_search", "fulltext_search"}
     assert ran[5:] == [
         "gather",
+        "activate",
+        "conversation_context",
         "multi_hop",
         "seed_cluster",
         "shortlist",
@@ -170,7 +181,11 @@ def test_bad_recall_input(topic_context, bad):
 
 
 def test_shortlist_never_changes_the_top_results(make_context):
-    """Two identical memories; one recalls with limit 3 (shortlisted hard), one with limit 20."""
+    """One memory recalled with limit 3 (shortlisted hard) and with limit 20: the same top 3.
+
+    One store, not two filled alike: ties between equally similar memories are broken by their
+    (random) ids when associations are made, so two stores of the same texts are not the same graph.
+    """
     import itertools
     from datetime import timedelta
 
@@ -178,18 +193,17 @@ def test_shortlist_never_changes_the_top_results(make_context):
 
     words = "postgres index garden tomato coffee espresso billing invoice deploy friday".split()
     corpus = [" ".join(triple) for triple in itertools.combinations(words, 3)][:40]  # no near-duplicates
+    # Relevance-heavy weights narrow the score bounds, so the shortlist has something to drop;
+    # no reinforcement, so the first recall does not change the second.
+    weights = {"score_weight_similarity": 0.85, "score_weight_recency": 0.05, "score_weight_decay": 0.05}
+    context = make_context(
+        embedder=HashingEmbeddings(64), score_weight_importance=0.05, reinforce_boost=0.0, **weights
+    )
+    start = datetime(2025, 11, 1, tzinfo=UTC)  # distinct ages before the fixed clock
+    for i, content in enumerate(corpus):
+        _store(context, content, importance=(i % 5) / 5, created_at=(start + timedelta(days=i)).isoformat())
     rankings = []
-    for user, limit in (("u-small", 3), ("u-large", 20)):
-        # Relevance-heavy weights narrow the score bounds, so the shortlist has something to drop.
-        weights = {"score_weight_similarity": 0.85, "score_weight_recency": 0.05, "score_weight_decay": 0.05}
-        context = make_context(
-            embedder=HashingEmbeddings(64), user=user, score_weight_importance=0.05, **weights
-        )
-        start = datetime(2025, 11, 1, tzinfo=UTC)  # distinct ages before the fixed clock
-        for i, content in enumerate(corpus):
-            _store(
-                context, content, importance=(i % 5) / 5, created_at=(start + timedelta(days=i)).isoformat()
-            )
+    for limit in (3, 20):
         result, trace = _recall(context, "postgres garden espresso", limit=limit)
         shortlisted = next(t for t in trace if t["node"] == "shortlist")
         rankings.append(([r["text"] for r in result["results"]][:3], shortlisted["notes"]))
