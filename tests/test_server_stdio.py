@@ -265,3 +265,26 @@ def test_every_unreadable_line_gets_a_json_rpc_error_and_the_session_goes_on(tmp
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def test_the_readme_tools_table_matches_the_tools(tmp_path):
+    """Every parameter the README's tools table names is the tool's, and none is missing."""
+    import re
+
+    from smriti.config import Settings
+    from smriti.server import build_server
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme.split("### The tools", 1)[1].split("\n\n", 2)[1]
+    documented = {}
+    for row in table.splitlines()[2:]:
+        cells = [cell.strip() for cell in row.strip("|").split(" | ")]
+        documented[cells[0].strip("`")] = re.findall(r"`(\w+):", cells[1])
+    settings = Settings(**{k.lower(): v for k, v in offline_env(tmp_path / "store").items()})
+
+    async def main() -> dict[str, list[str]]:
+        async with Client(build_server(settings)) as client:
+            tools = (await client.list_tools()).tools
+            return {tool.name: list(tool.input_schema["properties"]) for tool in tools}
+
+    assert documented == anyio.run(main)
