@@ -54,10 +54,13 @@ def test_import_builds_and_saves_the_vector_index(settings, tmp_path, small_thre
         assert hits[0].id == "m-0007"
 
 
-def test_a_small_import_builds_no_index(settings, tmp_path):
+def test_a_small_import_builds_no_index(settings, tmp_path, capsys):
     path = tmp_path / "records.jsonl"
     _records(path, 50, settings.embedding_dims)
     with Memory.open(settings) as memory:
         import_from(memory, path)
         assert not memory.context.store.index.vectors.ann_ready
+    err = capsys.readouterr().err
+    assert "imported 50/50" in err or "importing memories" in err
+    assert "indexing" not in err and "vector index built" not in err  # no bar for nothing
     assert not (settings.storage_location / "alice" / "memory.sqlite.vectors").exists()

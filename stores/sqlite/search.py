@@ -97,6 +97,8 @@ class SearchIndex:
         saved (the thread saves it before it goes idle), so that the next server opens it
         memory-mapped instead of building it again."""
         self.warm()
+        if not self.vectors.ann_ready and len(self.vectors) < ANN_THRESHOLD:
+            return  # exact search below the threshold: nothing to build
         while not self.vectors.wait_idle(poll):
             if on_progress is not None:
                 on_progress(*self.vectors.index_progress())
