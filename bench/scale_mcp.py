@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -117,6 +118,9 @@ def run_one(args, size: int, dims: int, backend: str, work: Path, falkor_port: i
     env = server_env(work / f"store-{backend}", dims, user, falkor_port)
     if backend in EMBEDDED:
         env["DB_TYPE"] = backend  # named, not left to DB_TYPE=auto
+        # A fresh store: a rerun in the same --workdir would otherwise re-import into the last
+        # run's (a no-op for every record) and reuse its saved vector index.
+        shutil.rmtree(work / f"store-{backend}" / user, ignore_errors=True)
     progress(f"{backend} N={size}: smriti import ({counts['engram']} memories, cap {args.import_timeout} s)")
     phases["import"] = run_import(records, env, size, args.import_timeout, work / f"import-{user}.log")
     progress(f"{backend} N={size}: import {phases['import']}")
