@@ -56,7 +56,8 @@ class RecallResult(TypedDict):
     query: str
     mode: NotRequired[str]
     total_results: int
-    sources: dict[str, int]
+    sources: dict[str, int]  # results by their source, each once
+    retrieval_paths: dict[str, int]  # results found by each retrieval path (cue, fulltext, vector, ...)
     results: list[RecallItem]
     trace: NotRequired[list[TraceStep]]
 
@@ -116,8 +117,9 @@ Args:
   memory_type: optional filter: episodic (events), semantic (facts) or procedural (how-tos).
   explain: true adds the per-step trace and each score's components (for debugging).
 
-Returns {query, total_results, sources, results: [{id, text, score, source, timestamp,
-entities, graph_relations, memory_type, cluster_id, metadata}]}. Recalled memories are
+Returns {query, total_results, sources (results by source), retrieval_paths, results: [{id,
+text, score, source, timestamp, entities, graph_relations, memory_type, cluster_id,
+metadata}]}. Recalled memories are
 reinforced, so useful memories stay strong."""
 
 MANAGE_DESCRIPTION = """Maintenance operations on the memory.

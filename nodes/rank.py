@@ -118,14 +118,23 @@ def format_item(candidate: Candidate, explain: bool) -> dict[str, Any]:
 
 
 def unified_result(query: str, mode: str, candidates: Sequence[Candidate], explain: bool) -> dict[str, Any]:
-    """{query, mode, total_results, sources, results}; ``sources`` counts results by retrieval path."""
-    sources = Counter(origin for c in candidates for origin in (c.origins or [mode]))
+    """{query, mode, total_results, sources, retrieval_paths, results}.
+
+    As the Memory Fabric specification has it, ``sources`` counts each result once, by its
+    ``source`` (so the counts add up to ``total_results``); ``retrieval_paths`` counts how many
+    results each path found (cue, fulltext, vector, hop...), where a result found by two paths
+    counts twice.
+    """
+    items = [format_item(c, explain) for c in candidates]
+    sources = Counter(item["source"] for item in items)
+    paths = Counter(origin for c in candidates for origin in (c.origins or [mode]))
     return {
         "query": query,
         "mode": mode,
         "total_results": len(candidates),
         "sources": dict(sorted(sources.items())),
-        "results": [format_item(c, explain) for c in candidates],
+        "retrieval_paths": dict(sorted(paths.items())),
+        "results": items,
     }
 
 

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import anyio
@@ -102,6 +103,10 @@ async def exercise(client) -> None:
     body = recalled.structured_content
     assert body["results"][0]["id"] == ids[2], body
     assert body["total_results"] == len(body["results"]) and body["sources"]
+    # each result counted once, by its source, as the specification's format has it
+    assert sum(body["sources"].values()) == body["total_results"]
+    assert body["sources"] == dict(Counter(item["source"] for item in body["results"]))
+    assert body["retrieval_paths"] and min(body["retrieval_paths"].values()) >= 1
     first = body["results"][0]
     assert {"id", "text", "score", "source", "timestamp", "entities", "graph_relations"} <= set(first)
     assert {"memory_type", "cluster_id", "metadata"} <= set(first) and first["source"] == "mcp-test"
