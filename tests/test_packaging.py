@@ -24,26 +24,15 @@ from tests.test_server_stdio import INITIALIZE
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pip(*args: str) -> None:
+    """This interpreter's pip (the project's venv), failing the test on an error."""
+    subprocess.run([sys.executable, "-m", "pip", *args], check=True, capture_output=True, timeout=300)
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(out),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    pip("wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT))
     [built] = list(out.glob("*.whl"))
     return built
 
@@ -78,23 +67,7 @@ def test_a_fresh_venv_runs_the_server_from_the_wheel(wheel, tmp_path):
     # The project's dependencies, but not its editable finder (a plain path: no .pth processing).
     (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     # --ignore-installed: otherwise pip first removes the project's editable install (same name)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "--ignore-installed",
-            "-q",
-            "--prefix",
-            str(fresh),
-            str(wheel),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    pip("install", "--no-deps", "--ignore-installed", "-q", "--prefix", str(fresh), str(wheel))
     where = subprocess.run(
         [fresh / "bin" / "python", "-c", "import smriti; print(smriti.__file__)"],
         check=True,

@@ -125,17 +125,22 @@ class UnreachableEmbeddings:
         raise ConnectionError("embedding endpoint unreachable")
 
 
-def test_failing_embedding_endpoint_is_a_tool_error_not_a_crash(server_settings, monkeypatch):
+def serve_with_embedder(monkeypatch, embedder) -> None:
+    """Make build_server's runtime use ``embedder`` (only the model is faked)."""
     import smriti.server as server_module
 
     real_open = server_module.open_runtime
 
-    def open_with_broken_embedder(settings, *args, **kwargs):
+    def open_with(settings, *args, **kwargs):
         runtime = real_open(settings, *args, **kwargs)
-        runtime.memory.context.embedder = UnreachableEmbeddings()  # only the model is faked
+        runtime.memory.context.embedder = embedder
         return runtime
 
-    monkeypatch.setattr(server_module, "open_runtime", open_with_broken_embedder)
+    monkeypatch.setattr(server_module, "open_runtime", open_with)
+
+
+def test_failing_embedding_endpoint_is_a_tool_error_not_a_crash(server_settings, monkeypatch):
+    serve_with_embedder(monkeypatch, UnreachableEmbeddings())
 
     async def main() -> None:
         async with Client(build_server(server_settings)) as client:
@@ -313,16 +318,7 @@ class NaNEmbeddings:
 
 
 def test_nan_or_infinite_embeddings_are_refused_and_nothing_is_stored(server_settings, monkeypatch):
-    import smriti.server as server_module
-
-    real_open = server_module.open_runtime
-
-    def open_with_nan_embedder(settings, *args, **kwargs):
-        runtime = real_open(settings, *args, **kwargs)
-        runtime.memory.context.embedder = NaNEmbeddings()  # only the model is faked
-        return runtime
-
-    monkeypatch.setattr(server_module, "open_runtime", open_with_nan_embedder)
+    serve_with_embedder(monkeypatch, NaNEmbeddings())
 
     async def main() -> None:
         async with Client(build_server(server_settings)) as client:
