@@ -56,7 +56,10 @@ def read_session(raw: str) -> Session:
     if not stripped:
         raise InvalidInput("nothing to capture: the input is empty")
     if stripped.startswith("{") and "\n" not in stripped:
-        payload = json.loads(stripped) if _is_json(stripped) else None
+        try:
+            payload = json.loads(stripped)
+        except ValueError:
+            payload = None  # plain text that happens to start with a brace
         if isinstance(payload, dict) and payload.get("transcript_path"):
             path = Path(str(payload["transcript_path"])).expanduser()
             if not path.exists():

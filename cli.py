@@ -440,7 +440,9 @@ def sync(ctx: typer.Context, server: ServerOption = None) -> None:
             return out().print(mapping_table("backup sync", done.get("details") or {"status": "done"}))
         settings = _settings(ctx)
         if settings.backup_type == "none":
-            notice("backups are disabled (BACKUP_TYPE=none): nothing to sync")
+            from smriti.server_runtime import NOTHING_TO_SYNC
+
+            notice(NOTHING_TO_SYNC)
             return
         with _runtime(ctx, with_backup=True, settings=settings) as runtime:
             result = runtime.sync()

@@ -45,6 +45,7 @@ from smriti.config import Settings, load_settings
 from smriti.errors import SmritiError, UserError
 from smriti.server_resources import register_resources
 from smriti.server_runtime import (
+    NOTHING_TO_SYNC,
     Runtime,
     close_runtime,
     describe_status,
@@ -202,7 +203,7 @@ async def smriti_manage(
     elif action == "sync" and runtime.backup is None:
         # As `smriti sync` does: a session-end hook on a memory without backups is not an error.
         details = {"status": "disabled", "backup_type": "none"}
-        message = "backups are off (BACKUP_TYPE=none): nothing to sync"
+        message = NOTHING_TO_SYNC
     elif action == "sync":
         details = await _call("sync", runtime.sync)
         message = "backup synced"

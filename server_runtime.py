@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("smriti.server")
 
 
+# What a sync says when there is nothing to sync to: `smriti sync` and smriti_manage alike.
+NOTHING_TO_SYNC = "backups are disabled (BACKUP_TYPE=none): nothing to sync"
 BACKUP_DISABLED_MESSAGE = (
     "backups are disabled (BACKUP_TYPE=none): set BACKUP_TYPE=github (with GIT_BASE_URL) "
     "or BACKUP_TYPE=s3 (with S3_REGION, S3_ACCESS_KEY, S3_SECRET_KEY) to enable sync"

@@ -73,13 +73,13 @@ def collect(memory: Memory, limit: int) -> GraphView:
     chosen = set(ids)
     seen: set[tuple[str, str]] = set()
     for association in store.neighbours(ids) if ids else []:
-        pair = tuple(sorted((association.source_id, association.target_id)))
-        if pair[0] in chosen and pair[1] in chosen and pair not in seen:
-            seen.add(pair)  # type: ignore[arg-type]
+        first, second = sorted((association.source_id, association.target_id))
+        if first in chosen and second in chosen and (first, second) not in seen:
+            seen.add((first, second))
             view.edges.append(
                 {
-                    "a": f"m:{pair[0]}",
-                    "b": f"m:{pair[1]}",
+                    "a": f"m:{first}",
+                    "b": f"m:{second}",
                     "kind": "association",
                     "strength": association.strength,
                 }
