@@ -155,17 +155,23 @@ def store(
     importance: Annotated[float, typer.Option(help="0.0-1.0; 0.8+ is never pruned.")] = 0.5,
     tags: Annotated[str, typer.Option(help="Comma-separated tags.")] = "",
     source: Annotated[str, typer.Option(help="Origin label.")] = "",
+    occurred_at: Annotated[
+        str, typer.Option("--occurred-at", help="When it happened: ISO 8601 date or date-time.")
+    ] = "",
     as_json: JsonFlag = False,
 ) -> None:
     """Remember something."""
-    from smriti.validators import check_content, check_importance
+    from smriti.validators import check_content, check_importance, check_occurred_at
 
     with _handled():
         settings = _settings(ctx)
         content = check_content(_read_text(content), settings.max_content_chars)
         importance = check_importance(importance)
+        when = check_occurred_at(occurred_at)
         with _runtime(ctx, settings=settings) as runtime:
-            stored = runtime.memory.store(content, importance=importance, tags=tags, source=source)
+            stored = runtime.memory.store(
+                content, importance=importance, tags=tags, source=source, occurred_at=when
+            )
     stored = {k: v for k, v in stored.items() if k != "trace"}
     if as_json:
         return print_json(stored)

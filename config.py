@@ -71,6 +71,22 @@ class Settings(BaseSettings):
     embedding_dims: int = Field(default=1536, ge=8, le=8192)
     local_embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
 
+    # --- reranker (providers/rerank.py): off by default -----------------------------------
+    reranker: Literal["none", "http", "cross-encoder"] = Field(
+        default="none", description="rerank recall's top candidates with a cross-encoder"
+    )
+    rerank_url: str = Field(default="", description="RERANKER=http: the rerank endpoint")
+    rerank_api: Literal["cohere", "tei"] = Field(
+        default="cohere", description="request shape: cohere (also Jina) or tei (text-embeddings-inference)"
+    )
+    rerank_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+    rerank_api_key: SecretStr | None = None
+    rerank_timeout: float = Field(default=5.0, gt=0)
+    rerank_top_n: int = Field(default=20, ge=1, le=200, description="candidates the reranker reads")
+    rerank_weight: float = Field(
+        default=0.7, ge=0, le=1, description="share of relevance the reranker's score sets"
+    )
+
     # --- backups --------------------------------------------------------------------------
     backup_type: Literal["none", "github", "s3"] = "none"
     backup_sync_interval: int = Field(default=60, ge=0)
@@ -129,6 +145,9 @@ class Settings(BaseSettings):
     vector_min_similarity: float = Field(
         default=0.0, ge=-1, lt=1, description="vector hits at or below this cosine are not candidates"
     )
+    vector_relative_floor: float = Field(
+        default=0.0, ge=0, lt=1, description="recall admits vector hits above this share of the best cosine"
+    )
     fusion_weight_similarity: float = Field(
         default=0.3, ge=0, description="rank-fusion weight of vector search"
     )
@@ -138,6 +157,9 @@ class Settings(BaseSettings):
         default=0.3, ge=0, description="rank-fusion weight of spreading activation"
     )
     fusion_k: int = Field(default=5, ge=1, description="rank-fusion constant: weight / (k + rank)")
+    fusion_score_share: float = Field(
+        default=0.3, ge=0, le=1, description="share of relevance from branch scores rather than ranks"
+    )
     # Off by default: on LoCoMo it lost R@5 (bench/RESULTS.md, ablation) and costs a store read
     # of up to ACTIVATION_MAX_ENGRAMS engrams per recall; see README, "Associative recall".
     graph_activation: bool = Field(default=False, description="spreading activation (PPR) as a recall branch")
@@ -164,6 +186,16 @@ class Settings(BaseSettings):
     )
     context_additive: bool = Field(default=False, description="context adds to a turn's own relevance")
     context_seeds: int = Field(default=3, ge=0, description="best candidates whose neighbours are raised")
+    # Query focus (nodes/focus.py): factors on relevance from what the parsed query names.
+    entity_hint_weight: float = Field(
+        default=0.2, ge=0, le=1, description="share of relevance that rests on the query's entities"
+    )
+    intent_type_weight: float = Field(
+        default=0.1, ge=0, le=1, description="relevance lost by a memory type that does not suit the intent"
+    )
+    time_window_weight: float = Field(
+        default=0.5, ge=0, le=1, description="relevance lost outside the time window the query names"
+    )
     hop_penalty: float = Field(default=0.7, gt=0, le=1, description="score factor per hop of expansion")
     max_hops: int = Field(default=2, ge=0, le=5)
     cross_cluster_penalty: float = Field(default=0.5, gt=0, le=1)

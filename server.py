@@ -70,6 +70,7 @@ from smriti.validators import (
     check_limit,
     check_memory_type,
     check_mode,
+    check_occurred_at,
 )
 from smriti.validators import RecallMode as Mode
 
@@ -145,13 +146,24 @@ async def smriti_store(
     importance: Annotated[float, Field(ge=0.0, le=1.0, description="0.0-1.0; 0.8+ is never pruned")] = 0.5,
     tags: Annotated[str, Field(description="Comma-separated labels")] = "",
     source: Annotated[str, Field(description="Origin label, e.g. meeting-notes")] = "",
+    occurred_at: Annotated[
+        str,
+        Field(description="When the event happened, ISO 8601 date or date-time (default: now)"),
+    ] = "",
     explain: Annotated[bool, Field(description="Add the per-step trace of the store pipeline")] = False,
 ) -> Annotated[CallToolResult, StoreResult]:
     runtime = ctx.request_context.lifespan_context
     _check(check_content, content, runtime.settings.max_content_chars)
     _check(check_importance, importance)
+    when = _check(check_occurred_at, occurred_at)
     stored = await _call(
-        "store", runtime.memory.store, content, importance=importance, tags=tags, source=source
+        "store",
+        runtime.memory.store,
+        content,
+        importance=importance,
+        tags=tags,
+        source=source,
+        occurred_at=when,
     )
     payload = {key: stored[key] for key in StoreResult.__annotations__ if key != "trace"}
     payload["cues"] = [{"name": c["name"], "type": c.get("type", "keyword")} for c in stored["cues"]]
