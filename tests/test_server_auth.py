@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import anyio
@@ -23,6 +22,7 @@ from typer.testing import CliRunner
 
 from smriti.cli import app
 from tests.envs import offline_env
+from tests.http_server import Server, free_port, server_command
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -35,60 +35,6 @@ INITIALIZE = {
     },
 }
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _server_command() -> list[str]:
-    script = Path(sys.executable).with_name("smriti-mcp")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "smriti.server"]
-
-
-class Server:
-    """A running smriti-mcp over streamable HTTP on a free loopback port."""
-
-    def __init__(self, env: dict[str, str], *args: str, host: str = "127.0.0.1") -> None:
-        self.port = _free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.url = f"{self.base}/mcp"
-        command = [*_server_command(), "--transport", "streamable-http", "--host", host]
-        command += ["--port", str(self.port), *args]
-        self.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **env}
-        )
-        self._wait()
-
-    def _wait(self, timeout: float = 60.0) -> None:
-        import time
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                stderr = self.process.stderr.read().decode()
-                pytest.fail(f"server exited ({self.process.returncode}): {stderr}")
-            try:
-                if httpx2.get(f"{self.base}/health", timeout=1).status_code == 200:
-                    return
-            except httpx2.HTTPError:
-                time.sleep(0.1)
-        self.stop()
-        pytest.fail("server did not answer /health in time")
-
-    def stop(self) -> tuple[int, str]:
-        if self.process.poll() is None:
-            self.process.terminate()
-        try:
-            _, stderr = self.process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            _, stderr = self.process.communicate()
-        return self.process.returncode, stderr.decode()
 
 
 @pytest.fixture
@@ -233,8 +179,8 @@ def test_cli_server_option_sends_the_token(server, monkeypatch):
     ],
 )
 def test_serving_without_authentication_is_refused_unless_asked_for_on_loopback(env, args, host, needle):
-    command = [*_server_command(), "--transport", "streamable-http", "--host", host]
-    command += ["--port", str(_free_port()), *args]
+    command = [*server_command(), "--transport", "streamable-http", "--host", host]
+    command += ["--port", str(free_port()), *args]
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
     assert done.returncode == 2, done.stderr
     assert needle in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -87,7 +87,8 @@ class CypherGraphStore(StoreBase):
         connection, graph, reads, writes, search: the collaborators (see the module docstring).
     """
 
-    capabilities = Capabilities(vector_index=True, fulltext=True)
+    # shared: several Smriti processes may serve one database (see Capabilities.shared).
+    capabilities = Capabilities(vector_index=True, fulltext=True, shared=True)
 
     def __init__(self, connection: CypherConnection, *, user: str, dims: int, isolation: str) -> None:
         self.user = validate_user_name(user)
@@ -229,6 +230,15 @@ class CypherGraphStore(StoreBase):
 
     def count_engrams(self) -> int:
         return int(self.graph.q("MATCH (e:Engram {user: $user}) RETURN count(e) AS n")[0]["n"])
+
+    def latest_of_source(self, source: str, limit: int) -> list[str]:
+        rows = self.graph.q(
+            "MATCH (e:Engram {user: $user}) WHERE e.source = $source "
+            "RETURN e.id AS id ORDER BY e.created_at DESC, id DESC LIMIT $limit",
+            source=source,
+            limit=int(limit),
+        )
+        return [row["id"] for row in rows]
 
     def uncued_engram_ids(self) -> list[str]:
         rows = self.graph.q(
