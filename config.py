@@ -117,7 +117,7 @@ class Settings(BaseSettings):
         default="", description="an external OAuth authorization server whose JWT access tokens are accepted"
     )
     smriti_auth_jwks_url: str = Field(
-        default="", description="its signing keys (default: discovered from the issuer's metadata)"
+        default="", description="its JWKS: an https URL or a local file (default: from the issuer's metadata)"
     )
     smriti_auth_audience: str = Field(
         default="", description="the audience its tokens must carry (default: SMRITI_RESOURCE_URL)"

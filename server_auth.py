@@ -12,7 +12,7 @@ Tokens a request may carry:
 
 * static tokens (:mod:`smriti.auth_tokens`: the tokens file and SMRITI_TOKENS), each naming a user;
 * with SMRITI_AUTH_ISSUER_URL, JWT access tokens of that external authorization server, checked
-  against its signing keys (JWKS), issuer, audience (SMRITI_AUTH_AUDIENCE, default the resource
+  against its signing keys (a JWKS over HTTPS or in a local file), issuer, audience (SMRITI_AUTH_AUDIENCE, default the resource
   URL) and expiry; the user is the SMRITI_AUTH_USER_CLAIM claim (default ``sub``).
 
 Without an external issuer the metadata names the server's own origin as the authorization
@@ -29,6 +29,7 @@ import json
 import logging
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -85,7 +86,10 @@ class JwtTokens:
 
         if self._keys is None:
             url = self._jwks_url or _discover_jwks(self.issuer)
-            self._keys = jwt.PyJWKClient(url, cache_keys=True, lifespan=300)
+            if urlsplit(url).scheme in ("http", "https"):
+                self._keys = jwt.PyJWKClient(url, cache_keys=True, lifespan=300)
+            else:  # pinned keys in a local file (file:// URL or path): no network at all
+                self._keys = FileKeys(Path(urlsplit(url).path if url.startswith("file:") else url))
         return self._keys
 
     def user_of(self, token: str) -> str | None:
@@ -115,6 +119,28 @@ class JwtTokens:
         except UnsafeUserError as error:
             logger.warning("JWT refused: %s", error)
             return None
+
+
+class FileKeys:
+    """A JWKS kept in a local file (SMRITI_AUTH_JWKS_URL=file:///...), re-read when it changes:
+    the ``get_signing_key_from_jwt`` of ``jwt.PyJWKClient``, which only fetches over HTTP(S)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stamp: int | None = None
+        self._keys: Any = None
+
+    def get_signing_key_from_jwt(self, token: str) -> Any:
+        import jwt
+
+        stamp = self.path.stat().st_mtime_ns
+        if stamp != self._stamp:
+            self._keys, self._stamp = jwt.PyJWKSet.from_json(self.path.read_text(encoding="utf-8")), stamp
+        kid = jwt.get_unverified_header(token).get("kid")
+        for key in self._keys.keys:
+            if kid is None or key.key_id == kid:
+                return key
+        raise jwt.PyJWKClientError(f"no key {kid!r} in {self.path}")
 
 
 def _discover_jwks(issuer: str) -> str:
@@ -227,6 +253,11 @@ def plan_http_auth(settings: Settings, host: str, port: int, no_auth: bool) -> H
             + (", or pass --no-auth" if is_loopback(host) else "")
         )
     resource = settings.smriti_resource_url.strip() or f"http://{_url_host(host)}:{port}/mcp"
+    if not settings.smriti_resource_url.strip() and host.strip("[]") in ("0.0.0.0", "::", ""):
+        logger.warning(
+            "the protected-resource metadata names %s: set SMRITI_RESOURCE_URL to the URL clients use",
+            resource,
+        )
     origin = "{0.scheme}://{0.netloc}".format(urlsplit(resource))
     jwt_tokens = None
     if issuer:

@@ -61,6 +61,9 @@ class Server:
         return self.log.read().decode(errors="replace")
 
     def stop(self) -> tuple[int, str]:
+        """SIGTERM, wait, and (once) the exit code and stderr; later calls return the same."""
+        if self.log.closed:
+            return self.process.returncode, self._text
         if self.process.poll() is None:
             self.process.terminate()
         try:
@@ -68,6 +71,6 @@ class Server:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        text = self.stderr()
+        self._text = self.stderr()
         self.log.close()
-        return self.process.returncode, text
+        return self.process.returncode, self._text

@@ -143,9 +143,11 @@ def test_users_are_isolated_and_other_users_ids_are_not_found(server):
             assert stats.structured_content["details"]["user"] == "alice"
 
     anyio.run(main)
-    # A file per user on the embedded default.
+    # A file per user on the embedded default, and both closed at shutdown.
     store = Path(os.environ["STORAGE_LOCATION"])
     assert (store / "alice").is_dir() and (store / "bob").is_dir()
+    code, stderr = running.stop()
+    assert code == 0 and stderr.count("memory database closed") == 2, stderr
 
 
 def test_a_session_cannot_be_continued_with_another_users_token(server):
@@ -227,3 +229,73 @@ def test_token_commands(env):
     assert missing.exit_code == 2 and "no token" in missing.stderr
     assert runner.invoke(app, ["token", "revoke", rows[0]["id"]]).exit_code == 0
     assert json.loads(runner.invoke(app, ["token", "list", "--json"]).stdout) == []
+
+
+def test_a_non_loopback_bind_with_tokens_serves_and_still_demands_them(env):
+    token = add_token("alice")
+    running = Server(env, host="0.0.0.0")
+    try:
+        assert _post(running.url, None).status_code == 401
+        assert _post(running.url, token).status_code == 200
+    finally:
+        code, stderr = running.stop()
+    assert code == 0, stderr
+    assert "SMRITI_RESOURCE_URL" in stderr  # the advertised URL of a wildcard bind is a guess: said so
+
+
+def test_version_flag():
+    done = subprocess.run([*server_command(), "--version"], capture_output=True, text=True, timeout=60)
+    from smriti import __version__
+
+    assert done.returncode == 0 and done.stdout.strip() == f"smriti-mcp {__version__}"
+
+
+# ----------------------------------------------------------------------------- an external issuer
+@pytest.fixture
+def issuer(tmp_path):
+    """A signing key pair of an "authorization server": its JWKS as a file the server reads."""
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "RS256"}]}))
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+    def sign(audience: str, *, user: str = "erin", expires_in: int = 300, signer=key, **extra) -> str:
+        import time
+
+        claims = {"iss": "https://issuer.example", "aud": audience, "sub": user}
+        claims |= {"exp": int(time.time()) + expires_in, **extra}
+        return jwt.encode(claims, signer, algorithm="RS256", headers={"kid": "k1"})
+
+    return jwks, sign, other
+
+
+def test_jwt_access_tokens_of_an_external_issuer(env, issuer):
+    jwks, sign, other = issuer
+    env = {**env, "SMRITI_AUTH_ISSUER_URL": "https://issuer.example", "SMRITI_AUTH_JWKS_URL": jwks.as_uri()}
+    running = Server(env)
+    try:
+        metadata = httpx2.get(f"{running.base}/.well-known/oauth-protected-resource/mcp", timeout=10).json()
+        assert metadata["authorization_servers"] == ["https://issuer.example"]
+        good = sign(running.url)
+        assert _post(running.url, good).status_code == 200
+        for bad in (
+            sign("https://another-resource.example/mcp"),  # issued for another resource
+            sign(running.url, expires_in=-60),  # expired
+            sign(running.url, signer=other),  # not signed by the issuer's key
+            sign(running.url, user="../root"),  # a user name that cannot be a memory
+        ):
+            assert _post(running.url, bad).status_code == 401
+
+        async def main() -> None:
+            async with _client(running.url, good) as erin:
+                stats = await erin.call_tool("smriti_manage", {"action": "stats"})
+                assert stats.structured_content["details"]["user"] == "erin"
+
+        anyio.run(main)
+    finally:
+        code, stderr = running.stop()
+    assert code == 0, stderr
