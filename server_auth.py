@@ -12,8 +12,9 @@ Tokens a request may carry:
 
 * static tokens (:mod:`smriti.auth_tokens`: the tokens file and SMRITI_TOKENS), each naming a user;
 * with SMRITI_AUTH_ISSUER_URL, JWT access tokens of that external authorization server, checked
-  against its signing keys (a JWKS over HTTPS or in a local file), issuer, audience (SMRITI_AUTH_AUDIENCE, default the resource
-  URL) and expiry; the user is the SMRITI_AUTH_USER_CLAIM claim (default ``sub``).
+  against its signing keys (a JWKS over HTTPS or in a local file), issuer, audience
+  (SMRITI_AUTH_AUDIENCE, default the resource URL) and expiry; the user is the
+  SMRITI_AUTH_USER_CLAIM claim (default ``sub``).
 
 Without an external issuer the metadata names the server's own origin as the authorization
 server (the SDK's metadata requires one); it issues no tokens, so only static tokens work then.
