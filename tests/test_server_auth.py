@@ -299,3 +299,28 @@ def test_jwt_access_tokens_of_an_external_issuer(env, issuer):
     finally:
         code, stderr = running.stop()
     assert code == 0, stderr
+
+
+def test_smriti_serve_applies_the_same_rule(env):
+    refused = CliRunner().invoke(
+        app, ["serve", "--transport", "streamable-http", "--host", "0.0.0.0", "--no-auth"]
+    )
+    assert refused.exit_code == 2 and "only allowed on a loopback address" in refused.stderr
+
+
+def test_a_memory_opened_at_a_first_request_gets_its_background_consolidation(env):
+    token = add_token("alice")
+    running = Server({**env, "CONSOLIDATION_INTERVAL": "1", "LOG_LEVEL": "DEBUG"})
+    try:
+
+        async def main() -> None:
+            async with _client(running.url, token) as alice:
+                await alice.call_tool("smriti_store", {"content": "Consolidation runs in the background."})
+                await anyio.sleep(2.5)
+
+        anyio.run(main)
+    finally:
+        code, stderr = running.stop()
+    assert code == 0, stderr
+    assert "opened the memory of user alice" in stderr
+    assert "periodic consolidation done" in stderr, stderr[-2000:]
