@@ -253,6 +253,10 @@ def plan_http_auth(settings: Settings, host: str, port: int, no_auth: bool) -> H
             "`smriti token add USER` (or set SMRITI_TOKENS_FILE, SMRITI_TOKENS or SMRITI_AUTH_ISSUER_URL)"
             + (", or pass --no-auth" if is_loopback(host) else "")
         )
+    if not issuer and not table.entries():
+        logger.warning(
+            "no tokens yet in %s: every request is refused until `smriti token add USER`", tokens_file
+        )
     resource = settings.smriti_resource_url.strip() or f"http://{_url_host(host)}:{port}/mcp"
     if not settings.smriti_resource_url.strip() and host.strip("[]") in ("0.0.0.0", "::", ""):
         logger.warning(

@@ -297,6 +297,11 @@ class CypherGraphStore(StoreBase):
         return self.search.fulltext_search(query, k, memory_type)
 
     def ensure_indexes(self, threshold: int) -> dict[str, bool]:
+        # The store pipeline asks at every store (a shared database's indexes may change under
+        # it): when they exist, skip counting the user's engrams (a scan at 100k).
+        state = self.search.indexes()
+        if all(state.values()):
+            return {"vector_index": state["vector"], "fulltext_index": state["fulltext"]}
         return self.search.ensure_indexes(threshold, self.count_engrams())
 
     def stats(self) -> StoreStats:
