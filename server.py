@@ -1,8 +1,10 @@
-"""The Smriti MCP server: three tools over one user's :class:`~smriti.memory.Memory`.
+"""The Smriti MCP server: three tools over a user's :class:`~smriti.memory.Memory`.
 
-``build_server(settings)`` returns an :class:`MCPServer` whose lifespan opens ONE Memory
-(and the backup manager when ``BACKUP_TYPE`` is set), runs consolidation and backup sync in
-the background, and on shutdown stops them, runs a final sync and closes the database.
+``build_server(settings)`` returns an :class:`MCPServer` whose lifespan opens ACCESSING_USER's
+Memory (and the backup manager when ``BACKUP_TYPE`` is set), runs consolidation and backup sync
+in the background, and on shutdown stops them, runs a final sync and closes the database. With
+``auth`` (streamable HTTP, see ``server_auth.py``) each request is served in the memory of the
+user its token names, opened at that user's first request (``server_users.py``).
 ``main()`` is the ``smriti-mcp`` console script (``python -m smriti.server`` works too).
 
 Decisions worth knowing:
