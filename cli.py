@@ -39,6 +39,7 @@ from smriti.cli_render import (
     results_table,
     trace_renderables,
 )
+from smriti.cli_tokens import token_app
 from smriti.cli_transfer import export_to, import_from, import_plain
 from smriti.config import load_settings
 from smriti.errors import InvalidInput, SmritiError
@@ -59,6 +60,7 @@ app = typer.Typer(
 )
 graph_app = typer.Typer(help="Print a pipeline graph as a Mermaid diagram.", no_args_is_help=True)
 app.add_typer(graph_app, name="graph")
+app.add_typer(token_app, name="token")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 ServerOption = Annotated[
@@ -139,13 +141,16 @@ def serve(
     transport: Annotated[Literal["stdio", "streamable-http"], typer.Option(help="MCP transport.")] = "stdio",
     host: Annotated[str, typer.Option(help="Bind address (streamable-http).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (streamable-http).")] = 8000,
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", help="streamable-http without tokens (loopback binds only).")
+    ] = False,
 ) -> None:
     """Run the MCP server (the same as [bold]smriti-mcp[/bold])."""
     from smriti.server import serve as run_server
 
     with _handled():
         settings = load_settings()
-    run_server(settings, transport, host, port)
+    run_server(settings, transport, host, port, no_auth=no_auth)
 
 
 @app.command()

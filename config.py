@@ -122,6 +122,27 @@ class Settings(BaseSettings):
     falkor_graph: str = "smriti"
     falkor_isolation: Literal["tenant", "graph"] = "tenant"
 
+    # --- streamable HTTP authentication (see server_auth.py) ---------------------------------
+    smriti_tokens_file: Path | None = Field(
+        default=None, description="bearer tokens of the HTTP server (default STORAGE_LOCATION/tokens.json)"
+    )
+    smriti_tokens: SecretStr | None = Field(
+        default=None, description="more tokens from the environment: user:sha256hex,user2:sha256hex"
+    )
+    smriti_auth_issuer_url: str = Field(
+        default="", description="an external OAuth authorization server whose JWT access tokens are accepted"
+    )
+    smriti_auth_jwks_url: str = Field(
+        default="", description="its JWKS: an https URL or a local file (default: from the issuer's metadata)"
+    )
+    smriti_auth_audience: str = Field(
+        default="", description="the audience its tokens must carry (default: SMRITI_RESOURCE_URL)"
+    )
+    smriti_auth_user_claim: str = Field(default="sub", description="the claim naming the Smriti user")
+    smriti_resource_url: str = Field(
+        default="", description="the public URL of the MCP endpoint (default http://HOST:PORT/mcp)"
+    )
+
     # --- consolidation --------------------------------------------------------------------
     consolidation_interval: int = Field(default=3600, ge=0)
     decay_half_life_days: float = Field(default=30.0, gt=0, description="decay_factor halves in this time")
@@ -225,6 +246,11 @@ class Settings(BaseSettings):
     def _expand_home(cls, value: Path) -> Path:
         return value.expanduser()
 
+    @field_validator("smriti_tokens_file")
+    @classmethod
+    def _expand_tokens_home(cls, value: Path | None) -> Path | None:
+        return None if value is None else value.expanduser()
+
     @field_validator("*", mode="after")
     @classmethod
     def _finite(cls, value: object) -> object:
@@ -260,6 +286,11 @@ class Settings(BaseSettings):
     def effective_embedding_key(self) -> SecretStr | None:
         """EMBEDDING_API_KEY, falling back to LLM_API_KEY as the original server did."""
         return self.embedding_api_key or self.llm_api_key
+
+    @property
+    def tokens_file(self) -> Path:
+        """SMRITI_TOKENS_FILE, or ``tokens.json`` under STORAGE_LOCATION."""
+        return self.smriti_tokens_file or self.storage_location / "tokens.json"
 
     @property
     def user_dir(self) -> Path:
