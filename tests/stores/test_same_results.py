@@ -87,4 +87,7 @@ def test_recall_ranks_identically_on_kuzu_and_the_server_backend(
     assert all(expected), "every query should find something"
     for query, want, have in zip(QUERIES, expected, got, strict=True):
         assert [i for i, _ in have] == [i for i, _ in want], query
-        assert [s for _, s in have] == pytest.approx([s for _, s in want], abs=1e-4), query
+        # Same ranking; scores within 2 %: fusion takes FUSION_SCORE_SHARE of relevance from the
+        # branches' scores, and each backend's full-text engine computes its own BM25 (Kuzu's FTS,
+        # SQLite's FTS5, the in-memory index), which differ in the third decimal.
+        assert [s for _, s in have] == pytest.approx([s for _, s in want], rel=0.02), query
