@@ -1,4 +1,4 @@
-"""CLI commands answered by a running ``smriti-mcp --transport streamable-http`` server.
+"""CLI commands answered by a running server: ``--server URL`` or the user's shared server.
 
 An embedded database admits one process: while the server holds a user's SQLite or Kuzu file, a hook
 that runs ``smriti context`` would find it locked. With ``--server URL`` the CLI asks the
@@ -12,25 +12,36 @@ from typing import Any
 from smriti.errors import InvalidInput, StoreError
 
 
-def call_tool(url: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def call_tool(url: str, name: str, arguments: dict[str, Any], *, uds: str | None = None) -> dict[str, Any]:
     """Call one tool on the server at ``url``; returns its structured content.
+
+    ``uds``: a unix socket that every request goes to (the user's shared server), whatever the
+    URL's host.
 
     Raises:
         InvalidInput: the server refused the call (tool error), with its message.
         StoreError: the server could not be reached.
     """
     import anyio
+    import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
     async def run() -> Any:
-        async with Client(streamable_http_client(url)) as client:
+        transport = None if uds is None else httpx2.AsyncHTTPTransport(uds=uds)
+        # No read timeout over the socket: a consolidation may take minutes, and the server is local.
+        timeout = httpx2.Timeout(30.0, read=None if uds else 300.0)
+        async with (
+            httpx2.AsyncClient(transport=transport, timeout=timeout) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
             return await client.call_tool(name, arguments)
 
     try:
         result = anyio.run(run)
     except Exception as error:  # connection refused, DNS, HTTP errors, inside exception groups
-        raise StoreError(f"cannot reach the Smriti server at {url}: {_first_cause(error)}") from None
+        where = f"the shared Smriti server ({uds})" if uds else f"the Smriti server at {url}"
+        raise StoreError(f"cannot reach {where}: {_first_cause(error)}") from None
     if result.is_error:
         text = " ".join(getattr(block, "text", "") for block in result.content)
         raise InvalidInput(text.removeprefix(f"Error executing tool {name}: "))

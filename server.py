@@ -29,6 +29,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -251,12 +252,18 @@ TOOLS: tuple[tuple[Callable[..., Any], str, str, ToolAnnotations], ...] = (
 
 
 # ----------------------------------------------------------------------------- the server
-def build_server(settings: Settings, *, on_shutdown: Callable[[], None] | None = None) -> MCPServer:
+def build_server(
+    settings: Settings,
+    *,
+    on_shutdown: Callable[[], None] | None = None,
+    on_open: Callable[[Runtime], None] | None = None,
+) -> MCPServer:
     """Build the MCP server for ``settings`` (nothing is opened until the lifespan starts).
 
     Args:
         settings: validated settings; the lifespan opens ``Memory.open(settings)``.
         on_shutdown: called once the database is closed at the end of the lifespan.
+        on_open: called with the runtime once it is open (the shared server's own routes use it).
 
     Returns:
         An :class:`MCPServer` with the tools ``smriti_store``, ``smriti_recall`` and
@@ -269,6 +276,8 @@ def build_server(settings: Settings, *, on_shutdown: Callable[[], None] | None =
     async def lifespan(_: MCPServer) -> AsyncIterator[Runtime]:
         runtime = await anyio.to_thread.run_sync(open_runtime, settings)
         opened[:] = [runtime]
+        if on_open is not None:
+            on_open(runtime)
         try:
             await anyio.to_thread.run_sync(runtime.memory.load_graphs)
             async with anyio.create_task_group() as tasks:
@@ -405,6 +414,10 @@ def serve(
         StartupError-like exceptions (store locked, embedding mismatch, unsafe user name)
         are not raised: they are printed as one line on stderr and the process exits 1.
     """
+    if transport == "stdio" and settings.shared and hasattr(socket, "AF_UNIX"):
+        from smriti.relay import serve_relay  # one server per user, shared by every client
+
+        return serve_relay(settings)
     configure_logging(settings.log_level)
     closed = threading.Event()
     server = build_server(settings, on_shutdown=closed.set)
@@ -443,12 +456,21 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
     parser.add_argument("--host", default="127.0.0.1", help="bind address for streamable-http")
     parser.add_argument("--port", type=int, default=8000, help="port for streamable-http (default 8000)")
+    parser.add_argument(
+        "--shared-daemon",
+        action="store_true",
+        help="run the user's shared server on its unix socket in the foreground (stdio clients start it)",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``smriti-mcp``: settings errors exit 2 with one message, no traceback."""
     args = _parse_args(argv)
+    if args.shared_daemon:
+        from smriti.shared_server import main as run_shared
+
+        return run_shared()
     try:
         settings = load_settings()
     except SmritiError as error:
