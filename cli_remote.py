@@ -28,6 +28,10 @@ def call_tool(url: str, name: str, arguments: dict[str, Any], *, uds: str | None
     from mcp.client.streamable_http import streamable_http_client
 
     async def run() -> Any:
+        if uds is not None:
+            from smriti.shared_client import quiet_cancelled_socket_reads
+
+            quiet_cancelled_socket_reads()
         transport = None if uds is None else httpx2.AsyncHTTPTransport(uds=uds)
         # No read timeout over the socket: a consolidation may take minutes, and the server is local.
         timeout = httpx2.Timeout(30.0, read=None if uds else 300.0)

@@ -38,7 +38,7 @@ from mcp_types import (
 
 from smriti.errors import SmritiError
 from smriti.server_stdio import answering_stdio
-from smriti.shared_client import MCP_URL, SharedPaths, ensure_server
+from smriti.shared_client import MCP_URL, SharedPaths, ensure_server, quiet_cancelled_socket_reads
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -228,6 +228,7 @@ def _first_cause(error: BaseException) -> str:
 
 async def run_relay(settings: Settings) -> None:
     """Serve the stdio client through the shared server until stdin closes."""
+    quiet_cancelled_socket_reads()
     async with answering_stdio() as (stdin, stdout):
         await Relay(settings, stdout).run(stdin)
 

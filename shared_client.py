@@ -138,6 +138,26 @@ def _start_lock(paths: SharedPaths, timeout: float) -> Iterator[None]:
 
 
 # ----------------------------------------------------------------------------- talking to it
+def quiet_cancelled_socket_reads() -> None:
+    """Keep a harmless race of anyio's unix socket streams out of the log (call in the loop).
+
+    When a read on a unix socket is cancelled (a stream closed at the end of a session) just as
+    data arrives, asyncio runs the reader callback on a future already cancelled and logs an
+    ``InvalidStateError`` with a traceback; nothing is lost. TCP streams take another path.
+    """
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if isinstance(context.get("exception"), asyncio.InvalidStateError):
+            logger.debug("ignored a cancelled socket read: %s", context.get("message"))
+            return
+        loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
+
+
 def http_client(paths: SharedPaths, timeout: float | None = 5.0) -> Any:
     """A synchronous httpx2 client whose every request goes to the server's socket."""
     import httpx2
