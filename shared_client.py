@@ -207,7 +207,8 @@ def ensure_server(settings: Settings, timeout: float = START_TIMEOUT) -> SharedP
             by an in-process ``smriti-mcp``, is in the error and in its log).
     """
     paths = shared_paths(settings)
-    if server_status(paths) is not None:
+    if (status := server_status(paths)) is not None:
+        _warn_if_other_settings(status, settings)
         return paths
     prepare_folders(paths)
     with _start_lock(paths, timeout):
@@ -225,6 +226,23 @@ def ensure_server(settings: Settings, timeout: float = START_TIMEOUT) -> SharedP
     if started is not None and started.poll() is None:
         started.kill()
     raise StoreError(f"the shared Smriti server did not answer within {timeout:.0f} s (see {paths.log})")
+
+
+def settings_digest(settings: Settings) -> str:
+    """A digest of the settings that change what the server does (not how a client attaches)."""
+    values = settings.model_dump(mode="json", exclude={"shared", "log_level"})
+    return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _warn_if_other_settings(status: dict[str, Any], settings: Settings) -> None:
+    # The first client's environment started the server; another client's differing settings
+    # (a model, a backend) do not apply until it restarts. Say so rather than surprise later.
+    if status.get("settings") not in (None, settings_digest(settings)):
+        logger.warning(
+            "the shared Smriti server (pid %s) runs with other settings than this client's; they "
+            "stay in force until it restarts (`smriti stop`; the next client starts it with its own)",
+            status.get("pid"),
+        )
 
 
 def _spawn(paths: SharedPaths) -> subprocess.Popen[bytes]:

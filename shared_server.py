@@ -38,6 +38,7 @@ from smriti.shared_client import (
     open_lock_file,
     prepare_folders,
     remove_stale,
+    settings_digest,
     shared_paths,
     try_lock,
 )
@@ -163,6 +164,7 @@ def run(settings: Settings) -> None:
         os.close(lock_fd)
         raise StoreError(f"a shared Smriti server already serves user {settings.accessing_user}")
     started = time.time()
+    digest = settings_digest(settings)
     holder: dict[str, Any] = {}
 
     def status() -> dict[str, Any]:
@@ -181,6 +183,7 @@ def run(settings: Settings) -> None:
             "requests": activity.requests,
             "idle_s": round(activity.idle_seconds(), 1),
             "idle_timeout_s": settings.shared_idle_timeout,
+            "settings": digest,
         }
 
     def stop() -> None:
@@ -206,6 +209,8 @@ def run(settings: Settings) -> None:
         timeout_graceful_shutdown=3,  # attached relays' open streams must not hold the exit
     )
     userver = holder["uvicorn"] = uvicorn.Server(config)
+    # A line per HTTP request would grow the log by the thousand in a day of use.
+    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
     paths.state.write_text(json.dumps({"pid": os.getpid(), "socket": str(paths.socket), "started": started}))
     logger.info(
         "shared Smriti server %s (pid %d): user %s on %s, serving %s; exits after %.0f s idle",

@@ -277,6 +277,9 @@ def test_an_attached_client_keeps_the_server_and_it_exits_when_idle(shared):
     assert "idle for 2 s: exiting" in one.log()
     assert not one.paths.socket.exists() and not one.paths.state.exists()
     assert one.cli("status").returncode == 1
+    listed_here = one.cli("list", "--json")  # no server: the CLI opens the database itself
+    assert listed_here.returncode == 0 and "Obsidian" in listed_here.stdout, listed_here.stderr
+    assert not server_running(one.paths)  # and starts none
 
 
 def test_smriti_stop_stops_it_and_the_next_request_starts_another(shared):
@@ -359,3 +362,40 @@ def test_the_settings(monkeypatch):
     monkeypatch.setenv("SMRITI_SHARED", "maybe")
     with pytest.raises(SettingsError, match="SMRITI_SHARED"):
         load_settings()
+
+
+def test_a_client_with_other_settings_is_told_that_the_running_server_keeps_its_own(shared, tmp_path):
+    one = shared()
+    other = {**one.env, "MAX_CONTENT_CHARS": "5000"}
+
+    async def main() -> None:
+        async with Client(stdio_client(one.params(), errlog=sys.stderr)) as first:
+            await store(first, "Heidi runs the on-call rotation.")
+            for name, env in (("same", one.env), ("other", other)):
+                with (tmp_path / f"{name}.log").open("w") as errlog:
+                    async with Client(stdio_client(one.params(env), errlog=errlog)) as session:
+                        assert len(await listed(session)) == 1
+
+    run(main, 120)
+    assert "runs with other settings" in (tmp_path / "other.log").read_text()
+    assert "runs with other settings" not in (tmp_path / "same.log").read_text()
+
+
+def test_the_readme_block_and_the_examples_name_one_memory_for_every_client():
+    """The README's quick-start block is one server entry that every client can use, and the
+    three example configurations point at the same user and folder, so they share one server."""
+    import re
+
+    readme = (EXAMPLES.parents[1] / "README.md").read_text()
+    section = readme.split("### In an MCP client", 1)[1].split("###", 1)[0]
+    block = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
+    (entry,) = block["mcpServers"].values()
+    assert Path(entry["command"]).name == "smriti-mcp"
+    assert {"ACCESSING_USER", "STORAGE_LOCATION"} <= set(entry["env"])
+    assert "SMRITI_SHARED" not in entry["env"]  # the default: shared
+    places = set()
+    for name in ("claude_desktop", "cursor", "windsurf"):
+        for server in json.loads((EXAMPLES / f"{name}.json").read_text())["mcpServers"].values():
+            places.add((server["env"]["ACCESSING_USER"], server["env"]["STORAGE_LOCATION"]))
+            assert server["env"].get("SMRITI_SHARED", "true") != "false"
+    assert len(places) == 1, places
