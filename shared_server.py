@@ -226,9 +226,9 @@ def run(settings: Settings) -> None:
         signal.signal(signum, lambda *_: None)
     try:
         anyio.run(_serve, userver, sock, activity, settings.shared_idle_timeout)
-    except SystemExit:
-        # uvicorn exits (3) when the lifespan fails: the reason (a locked database...) is what a
-        # client must show.
+    except BaseException:
+        # uvicorn exits (3, inside an exception group) when the lifespan fails: the reason (a
+        # locked database...) is what a client must show.
         if "startup_error" in holder:
             raise holder["startup_error"] from None
         raise

@@ -329,6 +329,31 @@ def test_a_storage_path_too_long_for_a_socket_uses_a_private_temporary_folder(sh
     assert stat.S_IMODE(one.paths.socket.stat().st_mode) == 0o600
 
 
+def initialize_reply(one: Shared) -> dict:
+    """What a raw stdio ``smriti-mcp`` answers to ``initialize``."""
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+    pipe = subprocess.PIPE
+    process = subprocess.Popen(
+        script("smriti-mcp"), stdin=pipe, stdout=pipe, stderr=subprocess.DEVNULL, env=one.env
+    )
+    try:
+        process.stdin.write((json.dumps(request) + "\n").encode())
+        process.stdin.flush()
+        return json.loads(process.stdout.readline())
+    finally:
+        process.kill()
+        process.wait()
+
+
 def test_smriti_shared_false_serves_in_process(shared, tmp_path):
     """SMRITI_SHARED=false: the stdio process opens the database itself, as before, and no
     server, socket or lock of the shared server appears."""
@@ -341,6 +366,10 @@ def test_smriti_shared_false_serves_in_process(shared, tmp_path):
             async with Client(stdio_client(one.params(env), errlog=errlog)) as session:
                 await store(session, "Grace prefers tabs.")
                 assert not one.paths.socket.exists() and not one.paths.server_lock.exists()
+                reply = await anyio.to_thread.run_sync(initialize_reply, one)
+                # A shared client meanwhile cannot start a server: it says why, in one message.
+                assert reply["error"]["message"].startswith("the shared Smriti server exited at start")
+                assert "memory.sqlite is locked by another process" in reply["error"]["message"]
 
     run(main, 120)
     assert "memory database closed" in log.read_text()  # this process closed it
