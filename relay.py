@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("smriti.relay")
 
 _REPLAY_ID = "smriti-relay-initialize"
+_MAX_BARREN_SESSIONS = 3  # sessions lost in a row before a message came back: give up on the unsent
 
 
 class RestartingTransport(httpx2.AsyncHTTPTransport):
@@ -101,6 +102,7 @@ class Relay:
         self.pending: dict[Any, JSONRPCRequest] = {}  # requests sent, not yet answered
         self.unsent: list[SessionMessage] = []  # to send once connected
         self.transport: RestartingTransport | None = None
+        self.barren = 0  # sessions lost in a row with no message from the server
 
     async def run(self, stdin: MemoryObjectReceiveStream[SessionMessage | Exception]) -> None:
         """Relay until the client closes stdin."""
@@ -123,6 +125,11 @@ class Relay:
                 continue
             if await self._connected(paths, stdin):
                 return
+            if self.barren >= _MAX_BARREN_SESSIONS:  # a server that starts but never answers
+                requests = [m.message for m in self.unsent if isinstance(m.message, JSONRPCRequest)]
+                await self._fail(requests, "the shared Smriti server does not answer (see its log)")
+                self.unsent.clear()
+                self.barren = 0
 
     # ------------------------------------------------------------------------- one session
     async def _connected(
@@ -151,6 +158,7 @@ class Relay:
             logger.warning("the session with the shared Smriti server ended: %s", _first_cause(error))
         if outcome["eof"]:
             return True
+        self.barren += 1
         await self._session_lost()
         return False
 
@@ -171,6 +179,7 @@ class Relay:
             if isinstance(item, Exception):
                 logger.warning("unreadable message from the shared server: %s", item)
                 continue
+            self.barren = 0
             message = item.message
             if isinstance(message, JSONRPCResponse | JSONRPCError):
                 lost = self.transport is not None and message.id in self.transport.unknown_session
@@ -204,6 +213,9 @@ class Relay:
 
     async def _session_lost(self) -> None:
         """Answer what a dead server may have run; keep what it never got for the next session."""
+        never_ran = self.transport.unknown_session if self.transport is not None else set()
+        for key in [key for key in self.pending if key in never_ran]:
+            self.unsent.append(SessionMessage(self.pending.pop(key)))
         resend = {getattr(item.message, "id", None) for item in self.unsent}
         uncertain = [request for key, request in self.pending.items() if key not in resend]
         self.pending.clear()

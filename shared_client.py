@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import json
 import logging
@@ -103,6 +102,8 @@ def open_lock_file(path: Path) -> int:
 
 def try_lock(fd: int) -> bool:
     """Take an exclusive flock on ``fd`` without waiting; False when another process holds it."""
+    import fcntl  # here: the CLI imports this module on platforms without it too
+
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as error:
