@@ -253,7 +253,7 @@ def _spawn(paths: SharedPaths) -> subprocess.Popen[bytes]:
     fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "smriti.shared_server"],
+            [sys.executable, "-m", "smriti.server", "--shared-daemon"],
             stdin=subprocess.DEVNULL,
             stdout=fd,
             stderr=fd,
