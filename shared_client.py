@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -217,6 +218,8 @@ def ensure_server(settings: Settings, timeout: float = START_TIMEOUT) -> SharedP
         started: subprocess.Popen[bytes] | None = None
         while time.monotonic() < deadline:
             if server_status(paths) is not None:
+                if started is not None:  # reap it when it exits, or it stays a zombie while we run
+                    threading.Thread(target=started.wait, name="smriti-reap", daemon=True).start()
                 return paths
             if started is not None and started.poll() is not None:
                 raise StoreError(f"the shared Smriti server exited at start: {_last_error(paths.log)}")

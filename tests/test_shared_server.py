@@ -292,6 +292,12 @@ def test_smriti_stop_stops_it_and_the_next_request_starts_another(shared):
             stopped = await anyio.to_thread.run_sync(lambda: one.cli("stop"))
             assert stopped.returncode == 0 and f"stopped pid {pid}" in stopped.stderr, stopped.stderr
             assert not server_running(one.paths)
+            # Its parent, the relay that started it, reaped it: no zombie while the client runs.
+            for _ in range(50):
+                if not Path(f"/proc/{pid}").exists():
+                    break
+                await anyio.sleep(0.1)
+            assert not Path(f"/proc/{pid}").exists()
             assert await listed(session) == {first}  # the session goes on, on a new server
             assert one.status()["pid"] != pid
 
