@@ -3,7 +3,9 @@
 ``build_server(settings)`` returns an :class:`MCPServer` whose lifespan opens ONE Memory
 (and the backup manager when ``BACKUP_TYPE`` is set), runs consolidation and backup sync in
 the background, and on shutdown stops them, runs a final sync and closes the database.
-``main()`` is the ``smriti-mcp`` console script (``python -m smriti.server`` works too).
+``main()`` is the ``smriti-mcp`` console script (``python -m smriti.server`` works too). On
+stdio it relays to the user's shared server (:mod:`smriti.relay`, :mod:`smriti.shared_server`)
+unless ``SMRITI_SHARED=false``; ``--shared-daemon`` runs that shared server.
 
 Decisions worth knowing:
 

@@ -95,6 +95,12 @@ def bind_socket(paths: SharedPaths) -> socket.socket:
     old_umask = os.umask(0o177)
     try:
         sock.bind(str(paths.socket))
+    except OSError as error:  # a file system without sockets (some network or Windows mounts)
+        sock.close()
+        raise StoreError(
+            f"cannot create the shared server's socket {paths.socket}: {error.strerror}; "
+            "set SMRITI_SHARED=false to serve each client in its own process"
+        ) from None
     finally:
         os.umask(old_umask)
     os.chmod(paths.socket, 0o600)
