@@ -41,6 +41,7 @@ from smriti.cli_render import (
     trace_renderables,
 )
 from smriti.cli_shared import SharedRuntime, shared_runtime
+from smriti.cli_tokens import token_app
 from smriti.cli_transfer import export_to, import_from, import_plain
 from smriti.config import load_settings
 from smriti.errors import InvalidInput, SmritiError
@@ -61,6 +62,7 @@ app = typer.Typer(
 )
 graph_app = typer.Typer(help="Print a pipeline graph as a Mermaid diagram.", no_args_is_help=True)
 app.add_typer(graph_app, name="graph")
+app.add_typer(token_app, name="token")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 ServerOption = Annotated[
@@ -145,13 +147,16 @@ def serve(
     transport: Annotated[Literal["stdio", "streamable-http"], typer.Option(help="MCP transport.")] = "stdio",
     host: Annotated[str, typer.Option(help="Bind address (streamable-http).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (streamable-http).")] = 8000,
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", help="streamable-http without tokens (loopback binds only).")
+    ] = False,
 ) -> None:
     """Run the MCP server (the same as [bold]smriti-mcp[/bold])."""
     from smriti.server import serve as run_server
 
     with _handled():
         settings = load_settings()
-    run_server(settings, transport, host, port)
+    run_server(settings, transport, host, port, no_auth=no_auth)
 
 
 @app.command()
@@ -161,17 +166,23 @@ def store(
     importance: Annotated[float, typer.Option(help="0.0-1.0; 0.8+ is never pruned.")] = 0.5,
     tags: Annotated[str, typer.Option(help="Comma-separated tags.")] = "",
     source: Annotated[str, typer.Option(help="Origin label.")] = "",
+    occurred_at: Annotated[
+        str, typer.Option("--occurred-at", help="When it happened: ISO 8601 date or date-time.")
+    ] = "",
     as_json: JsonFlag = False,
 ) -> None:
     """Remember something."""
-    from smriti.validators import check_content, check_importance
+    from smriti.validators import check_content, check_importance, check_occurred_at
 
     with _handled():
         settings = _settings(ctx)
         content = check_content(_read_text(content), settings.max_content_chars)
         importance = check_importance(importance)
+        when = check_occurred_at(occurred_at)
         with _runtime(ctx, settings=settings) as runtime:
-            stored = runtime.memory.store(content, importance=importance, tags=tags, source=source)
+            stored = runtime.memory.store(
+                content, importance=importance, tags=tags, source=source, occurred_at=when
+            )
     stored = {k: v for k, v in stored.items() if k != "trace"}
     if as_json:
         return print_json(stored)

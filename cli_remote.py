@@ -2,11 +2,13 @@
 
 An embedded database admits one process: while the server holds a user's SQLite or Kuzu file, a hook
 that runs ``smriti context`` would find it locked. With ``--server URL`` the CLI asks the
-running server through its MCP tools instead of opening the database itself.
+running server through its MCP tools instead of opening the database itself. A server that
+authenticates gets the bearer token in ``SMRITI_TOKEN`` (from ``smriti token add USER``).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from smriti.errors import InvalidInput, StoreError
@@ -19,31 +21,50 @@ def call_tool(url: str, name: str, arguments: dict[str, Any], *, uds: str | None
     URL's host.
 
     Raises:
-        InvalidInput: the server refused the call (tool error), with its message.
+        InvalidInput: the server refused the call (tool error), with its message, or the token.
         StoreError: the server could not be reached.
     """
     import anyio
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    token = os.environ.get("SMRITI_TOKEN", "").strip()
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+
+    refused: list[int] = []  # the client reports a 401 as a bare "error response": note it here
+
+    async def note_refusal(response: Any) -> None:
+        if response.status_code in (401, 403):
+            refused.append(response.status_code)
 
     async def run() -> Any:
         if uds is not None:
             from smriti.shared_client import quiet_cancelled_socket_reads
 
             quiet_cancelled_socket_reads()
-        transport = None if uds is None else httpx2.AsyncHTTPTransport(uds=uds)
-        # No read timeout over the socket: a consolidation may take minutes, and the server is local.
-        timeout = httpx2.Timeout(30.0, read=None if uds else 300.0)
-        async with (
-            httpx2.AsyncClient(transport=transport, timeout=timeout) as http,
-            Client(streamable_http_client(url, http_client=http)) as client,
-        ):
-            return await client.call_tool(name, arguments)
+            # The socket's 0600 mode is the authentication; no read timeout: a consolidation may
+            # take minutes, and the server is local.
+            http = httpx2.AsyncClient(
+                transport=httpx2.AsyncHTTPTransport(uds=uds), timeout=httpx2.Timeout(30.0, read=None)
+            )
+        else:
+            http = create_mcp_http_client(headers=headers)
+        async with http:
+            http.event_hooks["response"].append(note_refusal)
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                return await client.call_tool(name, arguments)
 
     try:
         result = anyio.run(run)
     except Exception as error:  # connection refused, DNS, HTTP errors, inside exception groups
+        if refused:
+            why = "was refused" if token else "is missing"
+            raise InvalidInput(
+                f"the Smriti server at {url} answered {refused[0]}: the bearer token (SMRITI_TOKEN) {why}; "
+                "create one with `smriti token add USER`"
+            ) from None
         where = f"the shared Smriti server ({uds})" if uds else f"the Smriti server at {url}"
         raise StoreError(f"cannot reach {where}: {_first_cause(error)}") from None
     if result.is_error:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from smriti.cli_remote import call_tool
@@ -37,9 +38,16 @@ class SharedMemory:
         return call_tool(MCP_URL, name, arguments, uds=str(self.paths.socket))
 
     def store(
-        self, content: str, importance: float = 0.5, tags: str = "", source: str = ""
+        self,
+        content: str,
+        importance: float = 0.5,
+        tags: str = "",
+        source: str = "",
+        occurred_at: datetime | None = None,
     ) -> dict[str, Any]:
         arguments = {"content": content, "importance": importance, "tags": tags, "source": source}
+        if occurred_at is not None:
+            arguments["occurred_at"] = occurred_at.isoformat()
         return self._tool("smriti_store", arguments)
 
     def recall(

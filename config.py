@@ -82,6 +82,22 @@ class Settings(BaseSettings):
     embedding_dims: int = Field(default=1536, ge=8, le=8192)
     local_embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
 
+    # --- reranker (providers/rerank.py): off by default -----------------------------------
+    reranker: Literal["none", "http", "cross-encoder"] = Field(
+        default="none", description="rerank recall's top candidates with a cross-encoder"
+    )
+    rerank_url: str = Field(default="", description="RERANKER=http: the rerank endpoint")
+    rerank_api: Literal["cohere", "tei"] = Field(
+        default="cohere", description="request shape: cohere (also Jina) or tei (text-embeddings-inference)"
+    )
+    rerank_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+    rerank_api_key: SecretStr | None = None
+    rerank_timeout: float = Field(default=5.0, gt=0)
+    rerank_top_n: int = Field(default=20, ge=1, le=200, description="candidates the reranker reads")
+    rerank_weight: float = Field(
+        default=0.7, ge=0, le=1, description="share of relevance the reranker's score sets"
+    )
+
     # --- backups --------------------------------------------------------------------------
     backup_type: Literal["none", "github", "s3"] = "none"
     backup_sync_interval: int = Field(default=60, ge=0)
@@ -117,6 +133,27 @@ class Settings(BaseSettings):
     falkor_graph: str = "smriti"
     falkor_isolation: Literal["tenant", "graph"] = "tenant"
 
+    # --- streamable HTTP authentication (see server_auth.py) ---------------------------------
+    smriti_tokens_file: Path | None = Field(
+        default=None, description="bearer tokens of the HTTP server (default STORAGE_LOCATION/tokens.json)"
+    )
+    smriti_tokens: SecretStr | None = Field(
+        default=None, description="more tokens from the environment: user:sha256hex,user2:sha256hex"
+    )
+    smriti_auth_issuer_url: str = Field(
+        default="", description="an external OAuth authorization server whose JWT access tokens are accepted"
+    )
+    smriti_auth_jwks_url: str = Field(
+        default="", description="its JWKS: an https URL or a local file (default: from the issuer's metadata)"
+    )
+    smriti_auth_audience: str = Field(
+        default="", description="the audience its tokens must carry (default: SMRITI_RESOURCE_URL)"
+    )
+    smriti_auth_user_claim: str = Field(default="sub", description="the claim naming the Smriti user")
+    smriti_resource_url: str = Field(
+        default="", description="the public URL of the MCP endpoint (default http://HOST:PORT/mcp)"
+    )
+
     # --- consolidation --------------------------------------------------------------------
     consolidation_interval: int = Field(default=3600, ge=0)
     decay_half_life_days: float = Field(default=30.0, gt=0, description="decay_factor halves in this time")
@@ -140,6 +177,9 @@ class Settings(BaseSettings):
     vector_min_similarity: float = Field(
         default=0.0, ge=-1, lt=1, description="vector hits at or below this cosine are not candidates"
     )
+    vector_relative_floor: float = Field(
+        default=0.0, ge=0, lt=1, description="recall admits vector hits above this share of the best cosine"
+    )
     fusion_weight_similarity: float = Field(
         default=0.3, ge=0, description="rank-fusion weight of vector search"
     )
@@ -149,6 +189,9 @@ class Settings(BaseSettings):
         default=0.3, ge=0, description="rank-fusion weight of spreading activation"
     )
     fusion_k: int = Field(default=5, ge=1, description="rank-fusion constant: weight / (k + rank)")
+    fusion_score_share: float = Field(
+        default=0.3, ge=0, le=1, description="share of relevance from branch scores rather than ranks"
+    )
     # Off by default: on LoCoMo it lost R@5 (bench/RESULTS.md, ablation) and costs a store read
     # of up to ACTIVATION_MAX_ENGRAMS engrams per recall; see README, "Associative recall".
     graph_activation: bool = Field(default=False, description="spreading activation (PPR) as a recall branch")
@@ -175,6 +218,16 @@ class Settings(BaseSettings):
     )
     context_additive: bool = Field(default=False, description="context adds to a turn's own relevance")
     context_seeds: int = Field(default=3, ge=0, description="best candidates whose neighbours are raised")
+    # Query focus (nodes/focus.py): factors on relevance from what the parsed query names.
+    entity_hint_weight: float = Field(
+        default=0.2, ge=0, le=1, description="share of relevance that rests on the query's entities"
+    )
+    intent_type_weight: float = Field(
+        default=0.1, ge=0, le=1, description="relevance lost by a memory type that does not suit the intent"
+    )
+    time_window_weight: float = Field(
+        default=0.5, ge=0, le=1, description="relevance lost outside the time window the query names"
+    )
     hop_penalty: float = Field(default=0.7, gt=0, le=1, description="score factor per hop of expansion")
     max_hops: int = Field(default=2, ge=0, le=5)
     cross_cluster_penalty: float = Field(default=0.5, gt=0, le=1)
@@ -203,6 +256,11 @@ class Settings(BaseSettings):
     @classmethod
     def _expand_home(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @field_validator("smriti_tokens_file")
+    @classmethod
+    def _expand_tokens_home(cls, value: Path | None) -> Path | None:
+        return None if value is None else value.expanduser()
 
     @field_validator("*", mode="after")
     @classmethod
@@ -239,6 +297,11 @@ class Settings(BaseSettings):
     def effective_embedding_key(self) -> SecretStr | None:
         """EMBEDDING_API_KEY, falling back to LLM_API_KEY as the original server did."""
         return self.embedding_api_key or self.llm_api_key
+
+    @property
+    def tokens_file(self) -> Path:
+        """SMRITI_TOKENS_FILE, or ``tokens.json`` under STORAGE_LOCATION."""
+        return self.smriti_tokens_file or self.storage_location / "tokens.json"
 
     @property
     def user_dir(self) -> Path:

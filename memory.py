@@ -80,8 +80,14 @@ class Memory:
         tags: str = "",
         source: str = "",
         created_at: datetime | None = None,
+        occurred_at: datetime | None = None,
     ) -> dict[str, Any]:
-        """Remember ``content``; returns id, memory_type, cues, cluster_id, deduplicated and trace."""
+        """Remember ``content``; returns id, memory_type, cues, cluster_id, deduplicated and trace.
+
+        ``occurred_at`` is when the remembered event happened (the memory's time, which recall's
+        time windows and recency read); ``created_at`` sets the store time too (imports and
+        simulations that replay a past timeline).
+        """
         payload: dict[str, Any] = {
             "content": content,
             "importance": importance,
@@ -90,6 +96,8 @@ class Memory:
         }
         if created_at is not None:
             payload["created_at"] = created_at.isoformat()
+        if occurred_at is not None:
+            payload["occurred_at"] = occurred_at.isoformat()
         self._check_space()
         # Atomic: the pipeline's nodes run in this thread (the graph is linear), so every
         # write they make joins this one transaction; a failure anywhere rolls all of it back,

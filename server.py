@@ -1,8 +1,10 @@
-"""The Smriti MCP server: three tools over one user's :class:`~smriti.memory.Memory`.
+"""The Smriti MCP server: three tools over a user's :class:`~smriti.memory.Memory`.
 
-``build_server(settings)`` returns an :class:`MCPServer` whose lifespan opens ONE Memory
-(and the backup manager when ``BACKUP_TYPE`` is set), runs consolidation and backup sync in
-the background, and on shutdown stops them, runs a final sync and closes the database.
+``build_server(settings)`` returns an :class:`MCPServer` whose lifespan opens ACCESSING_USER's
+Memory (and the backup manager when ``BACKUP_TYPE`` is set), runs consolidation and backup sync
+in the background, and on shutdown stops them, runs a final sync and closes the database. With
+``auth`` (streamable HTTP, see ``server_auth.py``) each request is served in the memory of the
+user its token names, opened at that user's first request (``server_users.py``).
 ``main()`` is the ``smriti-mcp`` console script (``python -m smriti.server`` works too). On
 stdio it relays to the user's shared server (:mod:`smriti.relay`, :mod:`smriti.shared_server`)
 unless ``SMRITI_SHARED=false``; ``--shared-daemon`` runs that shared server.
@@ -46,6 +48,7 @@ from pydantic import Field
 
 from smriti.config import Settings, load_settings
 from smriti.errors import SmritiError, UserError
+from smriti.server_auth import HttpAuth, add_health_route, plan_http_auth
 from smriti.server_resources import register_resources
 from smriti.server_runtime import (
     NOTHING_TO_SYNC,
@@ -66,6 +69,7 @@ from smriti.server_schemas import (
     StoreResult,
 )
 from smriti.server_stdio import run_stdio
+from smriti.server_users import UserRuntimes
 from smriti.validators import (
     MemoryType,
     check_content,
@@ -73,6 +77,7 @@ from smriti.validators import (
     check_limit,
     check_memory_type,
     check_mode,
+    check_occurred_at,
 )
 from smriti.validators import RecallMode as Mode
 
@@ -80,8 +85,19 @@ logger = logging.getLogger("smriti.server")
 
 
 # ----------------------------------------------------------------------------- tool plumbing
-ToolContext = Context[Runtime, Any]
-"""What every tool receives: the request context whose lifespan context is the open Runtime."""
+ToolContext = Context[UserRuntimes, Any]
+"""What every tool receives: the request context whose lifespan context holds the open Runtimes."""
+
+
+async def _runtime(ctx: ToolContext) -> Runtime:
+    """The memory of the user this request was authenticated as (the one user without auth)."""
+    try:
+        return await ctx.request_context.lifespan_context.for_request(ctx.request_context.request)
+    except UserError as error:
+        raise ToolError(without_paths(str(error))) from None
+    except SmritiError as error:  # the user's store could not be opened (locked, unreachable)
+        logger.warning("opening a memory failed: %s", error)
+        raise ToolError(public_failure("opening the memory", error)) from None
 
 
 def _result(payload: dict[str, Any]) -> CallToolResult:
@@ -148,13 +164,24 @@ async def smriti_store(
     importance: Annotated[float, Field(ge=0.0, le=1.0, description="0.0-1.0; 0.8+ is never pruned")] = 0.5,
     tags: Annotated[str, Field(description="Comma-separated labels")] = "",
     source: Annotated[str, Field(description="Origin label, e.g. meeting-notes")] = "",
+    occurred_at: Annotated[
+        str,
+        Field(description="When the event happened, ISO 8601 date or date-time (default: now)"),
+    ] = "",
     explain: Annotated[bool, Field(description="Add the per-step trace of the store pipeline")] = False,
 ) -> Annotated[CallToolResult, StoreResult]:
-    runtime = ctx.request_context.lifespan_context
+    runtime = await _runtime(ctx)
     _check(check_content, content, runtime.settings.max_content_chars)
     _check(check_importance, importance)
+    when = _check(check_occurred_at, occurred_at)
     stored = await _call(
-        "store", runtime.memory.store, content, importance=importance, tags=tags, source=source
+        "store",
+        runtime.memory.store,
+        content,
+        importance=importance,
+        tags=tags,
+        source=source,
+        occurred_at=when,
     )
     payload = {key: stored[key] for key in StoreResult.__annotations__ if key != "trace"}
     payload["cues"] = [{"name": c["name"], "type": c.get("type", "keyword")} for c in stored["cues"]]
@@ -174,7 +201,7 @@ async def smriti_recall(
     memory_type: Annotated[MemoryType | None, Field(description="Filter: only memories of this type")] = None,
     explain: Annotated[bool, Field(description="Add the per-step trace and score components")] = False,
 ) -> Annotated[CallToolResult, RecallResult]:
-    runtime = ctx.request_context.lifespan_context
+    runtime = await _runtime(ctx)
     _check(check_mode, mode)
     _check(check_limit, limit, runtime.settings.memory_fabric_max_results)
     type_filter = _check(check_memory_type, memory_type)  # direct callers skip the schema
@@ -196,7 +223,7 @@ async def smriti_manage(
     memory_id: Annotated[str, Field(description="Id of the memory to forget (forget only)")] = "",
     explain: Annotated[bool, Field(description="consolidate: add the per-step trace")] = False,
 ) -> Annotated[CallToolResult, ManageResult]:
-    runtime = ctx.request_context.lifespan_context
+    runtime = await _runtime(ctx)
     details: dict[str, Any]
     if action == "forget":
         if not memory_id.strip():
@@ -258,6 +285,7 @@ def build_server(
     settings: Settings,
     *,
     on_shutdown: Callable[[], None] | None = None,
+    auth: HttpAuth | None = None,
     on_open: Callable[[Runtime], None] | None = None,
 ) -> MCPServer:
     """Build the MCP server for ``settings`` (nothing is opened until the lifespan starts).
@@ -265,33 +293,39 @@ def build_server(
     Args:
         settings: validated settings; the lifespan opens ``Memory.open(settings)``.
         on_shutdown: called once the database is closed at the end of the lifespan.
-        on_open: called with the runtime once it is open (the shared server's own routes use it).
+        auth: authenticate HTTP requests and serve each in its user's memory (server_auth.py);
+            None serves ACCESSING_USER's memory, opened at start.
+        on_open: called with ACCESSING_USER's runtime once it is open (without ``auth``; the
+            shared server's own routes use it).
 
     Returns:
         An :class:`MCPServer` with the tools ``smriti_store``, ``smriti_recall`` and
         ``smriti_manage``; run it with :func:`serve` or any MCP transport.
     """
 
-    opened: list[Runtime] = []  # the lifespan's runtime, for the resources (see server_resources)
+    opened: list[UserRuntimes] = []  # the lifespan's runtimes, for the resources (see server_resources)
 
     @asynccontextmanager
-    async def lifespan(_: MCPServer) -> AsyncIterator[Runtime]:
-        runtime = await anyio.to_thread.run_sync(open_runtime, settings)
-        opened[:] = [runtime]
-        if on_open is not None:
-            on_open(runtime)
+    async def lifespan(_: MCPServer) -> AsyncIterator[UserRuntimes]:
+        runtimes = UserRuntimes(
+            functools.partial(_open_ready, settings), close_runtime, multi_user=auth is not None
+        )
+        opened[:] = [runtimes]
         try:
-            await anyio.to_thread.run_sync(runtime.memory.load_graphs)
+            if auth is None:  # one user: opened now, so a locked store fails the start
+                runtime = await runtimes.get(None)
+                if on_open is not None:
+                    on_open(runtime)
             async with anyio.create_task_group() as tasks:
-                _start_background(tasks, runtime)
+                runtimes.start(functools.partial(_start_background, tasks))
                 try:
-                    yield runtime
+                    yield runtimes
                 finally:
                     tasks.cancel_scope.cancel()
         finally:
-            # Shielded: a cancelled server (SIGTERM) must still sync and close the database.
+            # Shielded: a cancelled server (SIGTERM) must still sync and close the databases.
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(close_runtime, runtime)
+                await runtimes.aclose()
             if on_shutdown is not None:
                 on_shutdown()
 
@@ -302,11 +336,25 @@ def build_server(
         version=_version(),
         lifespan=lifespan,
         log_level=settings.log_level,
+        token_verifier=auth.verifier if auth is not None else None,
+        auth=auth.settings if auth is not None else None,
     )
     for tool, title, description, hints in TOOLS:
         server.add_tool(tool, name=tool.__name__, title=title, description=description, annotations=hints)
-    register_resources(server, lambda: opened[0])
+    register_resources(server, lambda: opened[0].for_request(None))
+    add_health_route(server, _version())
     return server
+
+
+def _open_ready(settings: Settings, user: str | None) -> Runtime:
+    """Open a user's runtime (None: ACCESSING_USER) with its graphs compiled, so its first call need not."""
+    runtime = open_runtime(settings) if user is None else open_runtime(settings, user=user)
+    try:
+        runtime.memory.load_graphs()
+    except BaseException:
+        close_runtime(runtime, final_sync=False)
+        raise
+    return runtime
 
 
 def _start_background(tasks: anyio.abc.TaskGroup, runtime: Runtime) -> None:
@@ -409,8 +457,12 @@ def serve(
     transport: Literal["stdio", "streamable-http"] = "stdio",
     host: str = "127.0.0.1",
     port: int = 8000,
+    no_auth: bool = False,
 ) -> None:
     """Run the server until the client disconnects (stdio) or a signal arrives.
+
+    Over streamable HTTP every request is authenticated (server_auth.py) unless ``no_auth``,
+    which only a loopback ``host`` allows; a refused configuration exits 2 with one line.
 
     Raises:
         StartupError-like exceptions (store locked, embedding mismatch, unsafe user name)
@@ -421,16 +473,25 @@ def serve(
 
         return serve_relay(settings)
     configure_logging(settings.log_level)
+    auth: HttpAuth | None = None
+    if transport == "streamable-http":
+        try:
+            auth = plan_http_auth(settings, host, port, no_auth)
+        except SmritiError as error:
+            print(f"smriti-mcp: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
     closed = threading.Event()
-    server = build_server(settings, on_shutdown=closed.set)
+    server = build_server(settings, on_shutdown=closed.set, auth=auth)
     where = "stdio" if transport == "stdio" else f"http://{host}:{port}/mcp"
     logger.info(
-        "smriti-mcp %s: user %s on %s, serving %s",
+        "smriti-mcp %s: %s on %s, serving %s",
         _version(),
-        settings.accessing_user,
+        f"user {settings.accessing_user}" if auth is None else "authenticated users",
         settings.db_type,
         where,
     )
+    if transport == "streamable-http" and auth is None:
+        logger.warning("serving without authentication (--no-auth): any local process can use this memory")
     runner: Callable[[], Awaitable[None]]
     if transport == "stdio":
         runner = functools.partial(_serve_stdio, server, closed)
@@ -459,6 +520,11 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1", help="bind address for streamable-http")
     parser.add_argument("--port", type=int, default=8000, help="port for streamable-http (default 8000)")
     parser.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="streamable-http without bearer tokens, as ACCESSING_USER (loopback binds only)",
+    )
+    parser.add_argument(
         "--shared-daemon",
         action="store_true",
         help="run the user's shared server on its unix socket in the foreground (stdio clients start it)",
@@ -478,7 +544,7 @@ def main(argv: list[str] | None = None) -> None:
     except SmritiError as error:
         print(f"smriti-mcp: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    serve(settings, args.transport, args.host, args.port)
+    serve(settings, args.transport, args.host, args.port, no_auth=args.no_auth)
 
 
 if __name__ == "__main__":

@@ -6,13 +6,14 @@ memories (listing reinforces nothing). The prompt hands a client the memories re
 task in one message, for clients that offer prompts as slash commands.
 
 Static resources get no request context from the SDK (only templates and tools do), so they
-reach the runtime through ``current()``, which the lifespan fills.
+reach the runtime through ``current()``: the memory of the request's authenticated user (the
+SDK's per-request context variable), or the one user of a server without authentication.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
@@ -30,7 +31,7 @@ PROMPT_MEMORIES = 5
 GRAPH_MEMORIES = 300
 
 
-def register_resources(server: MCPServer, current: Callable[[], Runtime]) -> None:
+def register_resources(server: MCPServer, current: Callable[[], Awaitable[Runtime]]) -> None:
     """Add ``memory://stats``, ``memory://recent``, ``memory://graph`` and the ``relevant_memories``
     prompt."""
 
@@ -42,7 +43,7 @@ def register_resources(server: MCPServer, current: Callable[[], Runtime]) -> Non
         mime_type="application/json",
     )
     async def stats() -> str:
-        details = await anyio.to_thread.run_sync(describe_status, current())
+        details = await anyio.to_thread.run_sync(describe_status, await current())
         return json.dumps(details, default=str)
 
     @server.resource(
@@ -53,7 +54,7 @@ def register_resources(server: MCPServer, current: Callable[[], Runtime]) -> Non
         mime_type="application/json",
     )
     async def recent() -> str:
-        memory = current().memory
+        memory = (await current()).memory
         result = await anyio.to_thread.run_sync(lambda: memory.recall("", limit=RECENT, mode="list"))
         return json.dumps(result, default=str)
 
@@ -68,7 +69,7 @@ def register_resources(server: MCPServer, current: Callable[[], Runtime]) -> Non
     async def graph() -> str:
         from smriti.view import collect
 
-        view = await anyio.to_thread.run_sync(collect, current().memory, GRAPH_MEMORIES)
+        view = await anyio.to_thread.run_sync(collect, (await current()).memory, GRAPH_MEMORIES)
         return json.dumps({"nodes": view.nodes, "edges": view.edges}, default=str)
 
     @server.prompt(
@@ -79,7 +80,7 @@ def register_resources(server: MCPServer, current: Callable[[], Runtime]) -> Non
     async def relevant_memories(
         task: Annotated[str, Field(description="The task or question at hand")],
     ) -> list[dict[str, Any]]:
-        memory = current().memory
+        memory = (await current()).memory
         result = await anyio.to_thread.run_sync(
             lambda: memory.recall(task, limit=PROMPT_MEMORIES, mode="recall")
         )

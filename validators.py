@@ -8,6 +8,7 @@ and returns the cleaned value.
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
 from smriti.errors import InvalidInput
@@ -52,6 +53,24 @@ def normalise_tags(tags: Any) -> str:
         raise InvalidInput("tags must be a comma-separated string")
     parts = [clean_label(t).strip().lower() for t in tags.split(",")]
     return ",".join(dict.fromkeys(t for t in parts if t))
+
+
+def check_occurred_at(value: Any) -> datetime | None:
+    """When a remembered event happened: an ISO 8601 date ("2023-05-08", midnight UTC) or date-time
+    (UTC when it has no zone); empty is None (now)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput("occurred_at must be an ISO 8601 date or date-time string")
+    text = value.strip()
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInput(
+            f"occurred_at must be an ISO 8601 date or date-time (e.g. 2023-05-08 or 2023-05-08T13:56:00Z), "
+            f"got {value!r}"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def check_mode(mode: Any) -> str:

@@ -7,10 +7,11 @@ Run from the repository root::
 
 Each conversation gets its own store (one user per conversation). Every dialogue turn is
 one memory: content ``"Speaker: text"`` (plus ``[image: caption]`` when the turn shared a
-picture), source = the session (``session_3``), created_at = the session's date. The memory's
-clock is frozen one hour after the last session, so recency and decay see the conversation's
-own timeline. After storing, consolidation runs once at that time (Leiden clusters, the
-HNSW/FTS indexes) with ``prune_threshold=0`` so that old turns fade but are not deleted.
+picture), source = the session (``session_3``), occurred_at = the session's date (the
+memory's time). The memory's clock is frozen one hour after the last session, so recency and
+time windows see the conversation's own timeline. After storing, consolidation runs once at
+that time (Leiden clusters, the HNSW/FTS indexes) with ``prune_threshold=0`` so that old turns
+fade but are not deleted.
 
 Then every question is asked, in this order, against the same store:
 
@@ -82,6 +83,14 @@ ABLATIONS = {
     "- multi-hop expansion (max_hops=0)": {"max_hops": 0},
     "- cross-reference boost (boost 1.0)": {"memory_fabric_boost_factor": 1.0},
     "+ activation - context": {"graph_activation": True, "context_weight": 0.0},
+    "- query focus (entity, intent and time weights 0)": {
+        "entity_hint_weight": 0.0,
+        "intent_type_weight": 0.0,
+        "time_window_weight": 0.0,
+    },
+    "- entity hints only (entity_hint_weight=0)": {"entity_hint_weight": 0.0},
+    "- score share in fusion (fusion_score_share=0: ranks only)": {"fusion_score_share": 0.0},
+    "+ relative vector admission (vector_relative_floor=0.85)": {"vector_relative_floor": 0.85},
 }
 # Public conversations used to choose the weights and thresholds of the new stages (tune), and
 # the ones reported as held out: the figures that count are the held-out ones.
@@ -206,7 +215,7 @@ def run_conversation(
     try:
         for turn in turns:
             with stopwatch(timing["store:smriti"]):
-                stored = memory.store(turn.content, source=turn.session, created_at=turn.when)
+                stored = memory.store(turn.content, source=turn.session, occurred_at=turn.when)
             dia_of[stored["id"]].append(turn.dia_id)
         started = time.perf_counter()
         memory.consolidate(now=end)

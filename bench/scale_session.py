@@ -353,7 +353,8 @@ def free_port() -> int:
 
 def http_phase(env, queries, clients, calls, timeout, work, progress) -> dict[str, Any]:
     port = free_port()
-    command = [*script("smriti-mcp"), "--transport", "streamable-http", "--port", str(port)]
+    # One user on loopback: the benchmark measures the memory, not the token check.
+    command = [*script("smriti-mcp"), "--transport", "streamable-http", "--port", str(port), "--no-auth"]
     log = work / f"http-{env['ACCESSING_USER']}.log"
     out: dict[str, Any] = {"steps": {}}
     started = time.perf_counter()

@@ -61,12 +61,14 @@ WRITE_CHUNK = 250
 
 
 def engine_for(context: MemoryContext) -> LeidenEngine:
-    """The user's engine, kept in the context cache and seeded from the store's metadata."""
+    """The user's engine, kept in the context cache, its resolution read from the store's metadata
+    at every run: another server process on the same database may have retuned it since (two
+    reads per consolidation; the engine in memory never outranks what the database says)."""
     engine = context.cache.get(CACHE_KEY)
     if engine is None:
         engine = LeidenEngine(retune_growth=context.settings.leiden_retune_growth)
-        engine.load(context.store)
         context.cache[CACHE_KEY] = engine
+    engine.load(context.store)
     engine.retune_growth = context.settings.leiden_retune_growth
     return engine
 

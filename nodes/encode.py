@@ -127,13 +127,18 @@ def write(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     context = runtime.context
     analysis = state["analysis"]
     moment = _memory_time(state, context)
+    accessed = moment
+    if state.get("occurred_at"):
+        # The event's time is the memory's time; the memory itself is new, so it has not been
+        # "accessed" since the event (else consolidation would decay it as years unused).
+        moment = datetime.fromisoformat(state["occurred_at"])
     engram = Engram(
         content=state["content"],
         summary=analysis.get("summary", ""),
         memory_type=analysis.get("memory_type", "episodic"),
         importance=state.get("importance", 0.5),
         created_at=moment,
-        last_accessed_at=moment,
+        last_accessed_at=accessed,
         embedding=state["embedding"],
         source=state.get("source", ""),
         tags=state.get("tags", ""),

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from langgraph.runtime import Runtime
 
-from smriti.nodes.scoring import DEFAULT_FUSION, Fusion, cosine, hop_relevance, rank_fusion
+from smriti.nodes.scoring import DEFAULT_FUSION, Fusion, cosine, fused_relevance, hop_relevance
 from smriti.nodes.search import load_candidates
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.stores.base import NO_CLUSTER
@@ -50,12 +50,12 @@ def branch_scores(candidates: Iterable[Candidate]) -> dict[str, list[float]]:
 def score_relevance(
     candidate: Candidate, ranked: dict[str, list[float]], mode: str, fusion: Fusion = DEFAULT_FUSION
 ) -> None:
-    """Relevance: the similarity in search mode, else the rank fusion of the branch signals."""
+    """Relevance: the similarity in search mode, else the fusion of the branch signals (ranks and scores)."""
     if mode == "search":
         candidate.relevance = candidate.similarity
         return
     signals = {branch: getattr(candidate, attr) for branch, attr in SIGNALS.items()}
-    candidate.relevance, candidate.ranks = rank_fusion(signals, ranked, fusion.k, fusion.weights)
+    candidate.relevance, candidate.ranks = fused_relevance(signals, ranked, fusion)
 
 
 def best_with_ties(candidates: Sequence[Candidate], n: int) -> list[Candidate]:

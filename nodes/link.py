@@ -117,14 +117,11 @@ def associate(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, A
     if source:
         # Per-process memory of the latest engrams of each source: a conversation or session
         # stored turn by turn links each turn to the ones just before it.
-        recent: deque[str] = context.cache.setdefault("recent_by_source", {}).setdefault(
-            source, deque(maxlen=SAME_SOURCE_NEIGHBOURS)
-        )
+        recent = _recent_of_source(context, source, state["id"])
         for distance, engram_id in enumerate(recent, start=1):
             # The turn order wins over similarity: a neighbour that is also similar keeps
             # one edge (a pair has one), typed same_source with its distance's strength.
             links[engram_id] = (same_source_strength(distance), "same_source")
-        recent.appendleft(state["id"])
     now = context.clock()
     if links:
         with context.write_lock:
@@ -145,6 +142,23 @@ def associate(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, A
         "_candidates": [{"id": t, "score": s} for t, (s, _) in links.items()],
         "_notes": f"{len(links)} association(s)",
     }
+
+
+def _recent_of_source(context: MemoryContext, source: str, new_id: str) -> list[str]:
+    """The latest memories of ``source`` before ``new_id`` (newest first), and note ``new_id``.
+
+    An embedded store has one writer, this process, which remembers its latest writes per
+    source. A shared store (another server process may have stored the previous turn) is asked.
+    """
+    if context.store.capabilities.shared:
+        ids = context.store.latest_of_source(source, SAME_SOURCE_NEIGHBOURS + 1)
+        return [engram_id for engram_id in ids if engram_id != new_id][:SAME_SOURCE_NEIGHBOURS]
+    recent: deque[str] = context.cache.setdefault("recent_by_source", {}).setdefault(
+        source, deque(maxlen=SAME_SOURCE_NEIGHBOURS)
+    )
+    before = list(recent)
+    recent.appendleft(new_id)
+    return before
 
 
 @traced("inherit_cluster")
@@ -171,7 +185,8 @@ def inherit_cluster(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[
 def index_check(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Build the vector and full-text indexes lazily, once the store passes INDEX_THRESHOLD."""
     context = runtime.context
-    if context.cache.get(INDEXES_READY_KEY):
+    # A shared store's indexes may be dropped by another process (a re-embedding): ask it each time.
+    if context.cache.get(INDEXES_READY_KEY) and not context.store.capabilities.shared:
         return {"_notes": "indexes already built"}
     with context.write_lock:
         state_of = dict(context.store.ensure_indexes(context.settings.index_threshold))

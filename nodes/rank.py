@@ -12,11 +12,51 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from smriti.errors import StoreFull
+from smriti.errors import ProviderError, StoreFull
 from smriti.nodes.scoring import SIMILARITY, rank
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 
 logger = logging.getLogger(__name__)
+
+
+def rerank_order(candidates: Sequence[Candidate], top_n: int) -> list[Candidate]:
+    """The ``top_n`` candidates most likely to end on top: the reranker reads these only."""
+    return sorted(candidates, key=lambda c: (-c.relevance, c.id))[:top_n]
+
+
+@traced("rerank")
+def rerank(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """With a reranker (RERANKER), blend its score into the top candidates' relevance:
+
+        relevance' = (1 - RERANK_WEIGHT) * relevance + RERANK_WEIGHT * reranker score
+
+    A failing reranker is skipped for this recall (a warning, a trace note), never an error.
+    """
+    context = runtime.context
+    reranker = context.reranker
+    candidates = state.get("candidates", [])
+    if reranker is None or context.settings.reranker == "none" or not candidates:
+        return {"_notes": "no reranker"}
+    settings = context.settings
+    top = rerank_order(candidates, settings.rerank_top_n)
+    try:
+        scores = reranker.score(state.get("query", ""), [c.text for c in top])
+    except ProviderError as error:
+        logger.warning("recall not reranked: %s", error)
+        return {"_notes": f"reranker failed, pipeline order kept: {error}"}
+    weight = settings.rerank_weight
+    new = {}
+    for candidate, value in zip(top, scores, strict=True):
+        item = candidate.copy()
+        item.rerank_score = value
+        item.relevance = (1 - weight) * candidate.relevance + weight * value
+        new[item.id] = item
+    out = [new.get(c.id, c) for c in candidates]
+    return {
+        "candidates": out,
+        "_candidates": trace_scores(sorted(new.values(), key=lambda c: -c.relevance)),
+        "_notes": f"{reranker.name} reranked {len(new)} candidate(s)",
+    }
 
 
 @traced("score")
@@ -112,6 +152,12 @@ def format_item(candidate: Candidate, explain: bool) -> dict[str, Any]:
             "relevance": round(candidate.relevance, 6),
             # each branch's rank, as fused into relevance
             **{f"rank_{branch}": rank for branch, rank in candidate.ranks.items()},
+            **{f"focus_{name}": round(value, 6) for name, value in candidate.focus.items()},
+            **(
+                {"rerank_score": round(candidate.rerank_score, 6)}
+                if candidate.rerank_score is not None
+                else {}
+            ),
             **{k: round(v, 6) for k, v in candidate.components.items()},
         }
     return item

@@ -124,6 +124,11 @@ def vector_search(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[s
     k = state["limit"] if state["mode"] == "search" else candidate_pool(state["limit"])
     found = context.store.vector_search(embedding, k, state.get("memory_type"))
     # Brute force returns k rows whatever their score; unrelated memories are not candidates.
+    # The relative floor admits only hits close to the best one, so that weak matches are left
+    # for the hops and the conversation context to reach (with a reason) instead of entering
+    # as direct hits of their own.
+    if found and state["mode"] != "search":
+        floor = max(floor, max(h.score for h in found) * context.settings.vector_relative_floor)
     hits = [h for h in found if h.score > floor]
     return {
         "query_embedding": embedding,

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
     from smriti.config import Settings
+    from smriti.providers.rerank import Reranker
     from smriti.stores.base import Cue, Engram, GraphStore
 
 
@@ -53,6 +54,7 @@ class MemoryContext:
         clock: returns "now" (UTC); tests and benchmarks replace it.
         write_lock: serialises writes; embedded databases allow one writer at a time.
         cache: per-context scratch space (the Leiden engine keeps its resolution cache here too).
+        reranker: the optional cross-encoder (RERANKER), None when off.
     """
 
     store: GraphStore
@@ -62,6 +64,7 @@ class MemoryContext:
     clock: Callable[[], datetime] = utcnow
     write_lock: threading.RLock = field(default_factory=threading.RLock)
     cache: dict[str, Any] = field(default_factory=dict)
+    reranker: Reranker | None = None
     _scoring: tuple[Settings, ScoringProfile] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -222,6 +225,8 @@ class Candidate:
     origins: list[str] = field(default_factory=list)
     hops: int = 0
     via: str | None = None  # the engram a hop result was reached from
+    focus: dict[str, float] = field(default_factory=dict)  # query focus factors (nodes/focus.py)
+    rerank_score: float | None = None  # the reranker's score, when one ran (nodes/rank.py)
     # fusion
     relevance: float = 0.0
     ranks: dict[str, int] = field(default_factory=dict)  # branch -> rank among its direct hits
@@ -321,6 +326,7 @@ class StoreInput(TypedDict):
     tags: NotRequired[str]
     source: NotRequired[str]
     created_at: NotRequired[str]  # ISO time of the memory (imports, benchmarks); default now
+    occurred_at: NotRequired[str]  # ISO time of the event remembered; stored as the memory's time
 
 
 class StoreOutput(TypedDict):

@@ -46,10 +46,12 @@ def build_context(
         check_embedding_identity,
         offline_notice,
     )
+    from smriti.providers.rerank import build_reranker
     from smriti.stores import make_store
 
     chat = llm if llm is not None else build_chat_model(settings)
     embeddings = embedder if embedder is not None else build_embedder(settings)
+    reranker = build_reranker(settings)  # before the store opens: a bad setting leaves nothing open
     if llm is None and embedder is None and (notice := offline_notice(settings)):
         logger.warning(notice)
     store = make_store(settings, user)
@@ -58,4 +60,4 @@ def build_context(
     except Exception:
         store.close()
         raise
-    return MemoryContext(store=store, embedder=embeddings, llm=chat, settings=settings)
+    return MemoryContext(store=store, embedder=embeddings, llm=chat, settings=settings, reranker=reranker)

@@ -371,6 +371,10 @@ class Capabilities:
 
     vector_index: bool = False
     fulltext: bool = False
+    # Other processes may write the database (a database server: several Smriti processes on one
+    # FalkorDB or Neo4j). Callers then keep no per-process state about it that the database does
+    # not confirm: what the store pipeline remembers of recent writes is read back instead.
+    shared: bool = False
 
 
 # The one list of Engram fields, in declaration order: every backend's columns, row
@@ -519,6 +523,10 @@ class GraphStore(Protocol):
         ...
 
     def count_engrams(self) -> int: ...
+    def latest_of_source(self, source: str, limit: int) -> list[str]:
+        """Ids of the ``limit`` latest engrams (by created_at, newest first) of ``source``.
+        Needed only of a store whose ``capabilities.shared`` is set."""
+        ...
 
     def uncued_engram_ids(self) -> list[str]:
         """Ids of engrams linked to no cue, sorted: memories half written by versions whose
@@ -685,6 +693,11 @@ class StoreBase(ABC):
     def transaction(self) -> AbstractContextManager[None]:
         """No multi-statement transactions here: each write commits by itself."""
         return nullcontext()
+
+    def latest_of_source(self, source: str, limit: int) -> list[str]:
+        """Only a shared store is asked (see ``Capabilities.shared``); an embedded one, written by
+        one process, lets the store pipeline remember its latest writes itself."""
+        raise NotImplementedError(f"{type(self).__name__} is not shared: the store pipeline remembers")
 
     def warm(self) -> None:  # noqa: B027 -- a hook backends may override; most need nothing
         """Nothing to load ahead here: the backend's first query costs what later ones do."""

@@ -59,6 +59,32 @@ def test_locomo_slice(tmp_path):
     assert all(v > 0 for v in out["timing"]["store:smriti"])
 
 
+@pytest.mark.skipif(not _has_locomo(), reason="LoCoMo data not found (set SMRITI_BENCH_DATA)")
+def test_locomo_through_mcp_slice(tmp_path):
+    """The headline benchmark's path: a real smriti-mcp over stdio, a store per turn with
+    occurred_at, consolidate, a recall per question; and the embedding endpoint it can use."""
+    from bench import locomo, locomo_mcp
+    from bench.embedding_server import EmbeddingServer
+    from smriti.providers.hashing import HashingEmbeddings
+
+    results = tmp_path / "RESULTS.md"
+    argv = ["--split", "tune", "--conversations", "1", "--max-turns", "40", "--questions", "4"]
+    out = locomo_mcp.main([*argv, "--results", str(results)])
+    assert "## LoCoMo through MCP, tune conversations" in results.read_text()
+    scores = out["scores"]
+    assert scores.count(locomo_mcp.SMRITI_MCP, locomo.SCORED) >= 1
+    assert 0.0 <= scores.mean(locomo_mcp.SMRITI_MCP, locomo.SCORED, "R@10") <= 1.0
+    assert len(out["timing"]["mcp:store"]) == 40 and all(v > 0 for v in out["timing"]["mcp:recall"])
+
+    import httpx
+
+    with EmbeddingServer(HashingEmbeddings(32)) as endpoint:
+        answer = httpx.post(
+            f"{endpoint.base_url}/embeddings", json={"input": ["a", "b"], "model": "m"}
+        ).json()
+    assert [len(d["embedding"]) for d in answer["data"]] == [32, 32]
+
+
 @pytest.mark.skipif(not _has_hotpotqa(), reason="HotpotQA data not found (set SMRITI_BENCH_DATA)")
 def test_hotpotqa_slice(tmp_path):
     from bench import hotpotqa

@@ -151,6 +151,8 @@ def test_trace_lists_every_node_that_ran(topic_context):
         "activate",
         "conversation_context",
         "multi_hop",
+        "focus",
+        "rerank",
         "seed_cluster",
         "shortlist",
         "dedupe",

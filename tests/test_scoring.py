@@ -121,3 +121,24 @@ def test_shortlist_keeps_whatever_can_still_reach_the_top():
     assert shortlist(bounds, 3) == [0, 1, 2, 4]
     assert shortlist(bounds, 10) == [0, 1, 2, 3, 4]
     assert shortlist([], 3) == []
+
+
+def test_score_share_tells_a_near_tie_from_a_distant_second():
+    from smriti.nodes.scoring import Fusion, fused_relevance, score_fusion
+
+    weights = {"similarity": 0.5, "text": 0.5}
+    ranked = {"similarity": [0.9, 0.88, 0.3], "text": [1.0, 0.2]}
+    # ranks alone: the second by similarity scores the same whether it is 0.88 or 0.3 away
+    near, ranks = fused_relevance({"similarity": 0.88}, ranked, Fusion(weights, 5, 0.0))
+    far, _ = fused_relevance({"similarity": 0.3}, {"similarity": [0.9, 0.3]}, Fusion(weights, 5, 0.0))
+    assert near == far and ranks == {"similarity": 2}
+    # with a score share the near tie keeps more relevance
+    near_s, _ = fused_relevance({"similarity": 0.88}, ranked, Fusion(weights, 5, 0.3))
+    far_s, _ = fused_relevance({"similarity": 0.3}, {"similarity": [0.9, 0.3]}, Fusion(weights, 5, 0.3))
+    assert near_s > far_s
+    # first in every branch is 1 either way; the score part is the weighted share of each best
+    assert fused_relevance({"similarity": 0.9, "text": 1.0}, ranked, Fusion(weights, 5, 0.3))[
+        0
+    ] == pytest.approx(1.0)
+    assert score_fusion({"text": 0.2}, ranked, weights) == pytest.approx(0.5 * 0.2)
+    assert score_fusion({}, ranked, {}) == 0.0

@@ -63,6 +63,7 @@ def http_server(tmp_path):
         "127.0.0.1",
         "--port",
         str(port),
+        "--no-auth",  # one user on loopback, as asked for (tests/test_server_auth.py covers tokens)
     ]
     env = {**os.environ, **flow.server_env(tmp_path)}
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)

@@ -50,8 +50,9 @@ def check_tool_schemas(tools) -> None:
         return schema["properties"], schema.get("required", [])
 
     props, required = params("smriti_store")
-    assert list(props) == ["content", "importance", "tags", "source", "explain"] and required == ["content"]
-    assert [props[name].get("default") for name in props] == [None, 0.5, "", "", False]
+    assert list(props) == ["content", "importance", "tags", "source", "occurred_at", "explain"]
+    assert required == ["content"]
+    assert [props[name].get("default") for name in props] == [None, 0.5, "", "", "", False]
     assert props["importance"]["type"] == "number"
     assert (props["importance"]["minimum"], props["importance"]["maximum"]) == (0.0, 1.0)
 

@@ -52,15 +52,18 @@ class CypherSearch:
     def __init__(self, graph: UserGraph, capabilities: Capabilities) -> None:
         self.graph = graph
         self.capabilities = capabilities
-        self._index_cache: dict[str, bool] | None = None
         self._said_fallback: set[str] = set()
         self._keywords = KeywordIndex()  # the keyword fallback, synced per query
 
-    def indexes(self, refresh: bool = False) -> dict[str, bool]:
-        """Which indexes exist (asked once, again with ``refresh``)."""
-        if self._index_cache is None or refresh:
-            self._index_cache = self.graph.connection.index_state()
-        return self._index_cache
+    def indexes(self, refresh: bool = True) -> dict[str, bool]:
+        """Which indexes exist, asked of the database every time (``refresh`` is kept for callers).
+
+        Not cached: another server process may build (or drop) them, and a process that kept
+        its first answer would search by brute force and BM25 while the others use the indexes,
+        ranking the same memories differently. One ``db.indexes()`` call costs well under a
+        millisecond next to the search it decides.
+        """
+        return self.graph.connection.index_state()
 
     def _say_once(self, key: str, message: str, *args: object) -> None:
         if key not in self._said_fallback:

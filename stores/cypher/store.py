@@ -87,7 +87,8 @@ class CypherGraphStore(StoreBase):
         connection, graph, reads, writes, search: the collaborators (see the module docstring).
     """
 
-    capabilities = Capabilities(vector_index=True, fulltext=True)
+    # shared: several Smriti processes may serve one database (see Capabilities.shared).
+    capabilities = Capabilities(vector_index=True, fulltext=True, shared=True)
 
     def __init__(self, connection: CypherConnection, *, user: str, dims: int, isolation: str) -> None:
         self.user = validate_user_name(user)
@@ -230,6 +231,15 @@ class CypherGraphStore(StoreBase):
     def count_engrams(self) -> int:
         return int(self.graph.q("MATCH (e:Engram {user: $user}) RETURN count(e) AS n")[0]["n"])
 
+    def latest_of_source(self, source: str, limit: int) -> list[str]:
+        rows = self.graph.q(
+            "MATCH (e:Engram {user: $user}) WHERE e.source = $source "
+            "RETURN e.id AS id ORDER BY e.created_at DESC, id DESC LIMIT $limit",
+            source=source,
+            limit=int(limit),
+        )
+        return [row["id"] for row in rows]
+
     def uncued_engram_ids(self) -> list[str]:
         rows = self.graph.q(
             "MATCH (e:Engram {user: $user}) OPTIONAL MATCH (e)-[:EncodedBy]->(c:Cue) "
@@ -287,6 +297,11 @@ class CypherGraphStore(StoreBase):
         return self.search.fulltext_search(query, k, memory_type)
 
     def ensure_indexes(self, threshold: int) -> dict[str, bool]:
+        # The store pipeline asks at every store (a shared database's indexes may change under
+        # it): when they exist, skip counting the user's engrams (a scan at 100k).
+        state = self.search.indexes()
+        if all(state.values()):
+            return {"vector_index": state["vector"], "fulltext_index": state["fulltext"]}
         return self.search.ensure_indexes(threshold, self.count_engrams())
 
     def stats(self) -> StoreStats:
