@@ -8,8 +8,9 @@ nothing prints a traceback. Results go to stdout (``--json`` for scripts); notic
 progress and errors go to stderr, so ``smriti export > file`` and ``smriti context``
 in a hook stay clean.
 
-An embedded store (SQLite or Kuzu) is opened by one process: while ``smriti-mcp`` runs for
-the same user, the CLI reports the store as locked; use the MCP tools (or ``--server``) instead.
+An embedded store (SQLite or Kuzu) is opened by one process: while the user's shared server
+runs (started by the stdio ``smriti-mcp``), the commands ask it instead of opening the database
+(:mod:`smriti.cli_shared`); ``smriti status`` and ``smriti stop`` show and stop it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import typer
 
@@ -39,6 +40,7 @@ from smriti.cli_render import (
     results_table,
     trace_renderables,
 )
+from smriti.cli_shared import SharedRuntime, shared_runtime
 from smriti.cli_tokens import token_app
 from smriti.cli_transfer import export_to, import_from, import_plain
 from smriti.config import load_settings
@@ -118,11 +120,15 @@ def _settings(ctx: typer.Context) -> Settings:
 @contextmanager
 def _runtime(
     ctx: typer.Context, with_backup: bool = False, settings: Settings | None = None
-) -> Iterator[Runtime]:
+) -> Iterator[Runtime | SharedRuntime]:
+    """The user's memory: through the shared server while one runs, else opened here."""
     from smriti.server_runtime import close_runtime, open_runtime
 
     settings = settings or _settings(ctx)
     options: Options = ctx.obj or Options()
+    if (shared := shared_runtime(settings, options.user)) is not None:
+        yield shared
+        return
     runtime = open_runtime(settings, user=options.user, with_backup=with_backup)
     try:
         yield runtime
@@ -282,7 +288,7 @@ def stats(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     from smriti.server_runtime import describe_status
 
     with _handled(), _runtime(ctx, with_backup=True) as runtime:
-        status = describe_status(runtime)
+        status = runtime.describe() if isinstance(runtime, SharedRuntime) else describe_status(runtime)
     if as_json:
         return print_json(status)
     out().print(mapping_table(f"memory of {status.get('user')}", status))
@@ -295,7 +301,7 @@ def export_(
 ) -> None:
     """Export every memory, cue and edge as JSON Lines."""
     with _handled(), _runtime(ctx) as runtime:
-        count = export_to(runtime.memory, path)
+        count = export_to(cast(Any, runtime.memory), path)  # either reads export_records() only
     notice(f"exported {count} records" + ("" if path == "-" else f" to {path}"))
 
 
@@ -322,6 +328,8 @@ def import_(
 ) -> None:
     """Import an export, another memory server's file or text (idempotent: twice adds nothing)."""
     with _handled(), _runtime(ctx) as runtime:
+        if isinstance(runtime, SharedRuntime):
+            raise runtime.refuse("import")
         if source is ImportSource.smriti:
             if path.is_dir():
                 raise InvalidInput(f"{path} is a folder: an export is one file (--from text reads folders)")
@@ -390,6 +398,8 @@ def view(
     from smriti.view import collect, render
 
     with _handled(), _runtime(ctx) as runtime:
+        if isinstance(runtime, SharedRuntime):
+            raise runtime.refuse("view")
         page = render(collect(runtime.memory, limit), runtime.memory.context.store.user)
     output.write_text(page, encoding="utf-8")
     notice(f"wrote {output} ({len(page) // 1024} KiB)")
@@ -435,7 +445,7 @@ def capture(
                 raise InvalidInput(f"cannot read {source}: {error.strerror}") from None
         session = read_session(raw)
         with _runtime(ctx) as runtime:
-            done = capture_session(runtime.memory, session)
+            done = capture_session(cast(Any, runtime.memory), session)  # either: store() only
     notice(
         f"captured {done['stored']} new memories from session {done['session']} "
         f"({done['known']} already known, {done['statements']} statements)"
@@ -469,8 +479,45 @@ def restore(
     from smriti.cli_transfer import restore_backup
 
     with _handled():
-        result = restore_backup(_settings(ctx), (ctx.obj or Options()).user, force)
+        settings = _settings(ctx)
+        if (shared := shared_runtime(settings, (ctx.obj or Options()).user)) is not None:
+            raise shared.refuse("restore")
+        result = restore_backup(settings, (ctx.obj or Options()).user, force)
     out().print(mapping_table("restore", result or {"status": "done"}))
+
+
+@app.command()
+def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """Show the user's shared server (pid, socket, uptime, sessions); exit 1 when none runs."""
+    from smriti.shared_client import server_status, shared_paths
+
+    with _handled():
+        paths = shared_paths(_user_settings(ctx))
+        running = server_status(paths)
+    if as_json:
+        print_json(running or {"running": False, "socket": str(paths.socket)})
+    elif running is None:
+        notice(f"no shared Smriti server runs for this user ({paths.socket})")
+    else:
+        out().print(mapping_table("shared Smriti server", running))
+    if running is None:
+        raise typer.Exit(1)
+
+
+@app.command()
+def stop(ctx: typer.Context) -> None:
+    """Stop the user's shared server (stdio clients start it again on their next request)."""
+    from smriti.shared_client import shared_paths, stop_server
+
+    with _handled():
+        stopped = stop_server(shared_paths(_user_settings(ctx)))
+    notice("no shared Smriti server was running" if stopped is None else f"stopped pid {stopped.get('pid')}")
+
+
+def _user_settings(ctx: typer.Context) -> Settings:
+    settings = _settings(ctx)
+    user = (ctx.obj or Options()).user
+    return settings if user is None else settings.model_copy(update={"accessing_user": user})
 
 
 def _print_graph(name: str) -> None:

@@ -1,4 +1,4 @@
-"""CLI commands answered by a running ``smriti-mcp --transport streamable-http`` server.
+"""CLI commands answered by a running server: ``--server URL`` or the user's shared server.
 
 An embedded database admits one process: while the server holds a user's SQLite or Kuzu file, a hook
 that runs ``smriti context`` would find it locked. With ``--server URL`` the CLI asks the
@@ -14,14 +14,18 @@ from typing import Any
 from smriti.errors import InvalidInput, StoreError
 
 
-def call_tool(url: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def call_tool(url: str, name: str, arguments: dict[str, Any], *, uds: str | None = None) -> dict[str, Any]:
     """Call one tool on the server at ``url``; returns its structured content.
+
+    ``uds``: a unix socket that every request goes to (the user's shared server), whatever the
+    URL's host.
 
     Raises:
         InvalidInput: the server refused the call (tool error), with its message, or the token.
         StoreError: the server could not be reached.
     """
     import anyio
+    import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
@@ -36,7 +40,18 @@ def call_tool(url: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
             refused.append(response.status_code)
 
     async def run() -> Any:
-        async with create_mcp_http_client(headers=headers) as http:
+        if uds is not None:
+            from smriti.shared_client import quiet_cancelled_socket_reads
+
+            quiet_cancelled_socket_reads()
+            # The socket's 0600 mode is the authentication; no read timeout: a consolidation may
+            # take minutes, and the server is local.
+            http = httpx2.AsyncClient(
+                transport=httpx2.AsyncHTTPTransport(uds=uds), timeout=httpx2.Timeout(30.0, read=None)
+            )
+        else:
+            http = create_mcp_http_client(headers=headers)
+        async with http:
             http.event_hooks["response"].append(note_refusal)
             async with Client(streamable_http_client(url, http_client=http)) as client:
                 return await client.call_tool(name, arguments)
@@ -50,7 +65,8 @@ def call_tool(url: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
                 f"the Smriti server at {url} answered {refused[0]}: the bearer token (SMRITI_TOKEN) {why}; "
                 "create one with `smriti token add USER`"
             ) from None
-        raise StoreError(f"cannot reach the Smriti server at {url}: {_first_cause(error)}") from None
+        where = f"the shared Smriti server ({uds})" if uds else f"the Smriti server at {url}"
+        raise StoreError(f"cannot reach {where}: {_first_cause(error)}") from None
     if result.is_error:
         text = " ".join(getattr(block, "text", "") for block in result.content)
         raise InvalidInput(text.removeprefix(f"Error executing tool {name}: "))

@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from smriti.errors import SettingsError
@@ -49,6 +49,17 @@ class Settings(BaseSettings):
         default=64.0,
         ge=0,
         description="an embedded store refuses writes while less is free on its disk (0: never checks)",
+    )
+
+    # --- shared local server (stdio clients and the CLI share one process per user) ---------
+    # SMRITI_SHARED, not SHARED: a bare SHARED in someone's environment means something else.
+    shared: bool = Field(
+        default=True,
+        validation_alias=AliasChoices("smriti_shared", "shared"),
+        description="stdio: relay to the user's shared server (started on demand); false: serve in-process",
+    )
+    shared_idle_timeout: float = Field(
+        default=600.0, gt=0, description="seconds with no request in flight before the shared server exits"
     )
 
     # --- models ---------------------------------------------------------------------------
@@ -298,9 +309,9 @@ class Settings(BaseSettings):
         return self.storage_location / self.accessing_user
 
 
-# Variables whose names differ from the field (none today) would be listed here; kept for
+# Variables whose names differ from the field are listed here, for
 # the error message, which must name the environment variable, not the Python field.
-_ENV_NAME_OVERRIDES: dict[str, str] = {}
+_ENV_NAME_OVERRIDES: dict[str, str] = {"shared": "SMRITI_SHARED", "smriti_shared": "SMRITI_SHARED"}
 
 
 def _env_name(field: str) -> str:

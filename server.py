@@ -5,7 +5,9 @@ Memory (and the backup manager when ``BACKUP_TYPE`` is set), runs consolidation 
 in the background, and on shutdown stops them, runs a final sync and closes the database. With
 ``auth`` (streamable HTTP, see ``server_auth.py``) each request is served in the memory of the
 user its token names, opened at that user's first request (``server_users.py``).
-``main()`` is the ``smriti-mcp`` console script (``python -m smriti.server`` works too).
+``main()`` is the ``smriti-mcp`` console script (``python -m smriti.server`` works too). On
+stdio it relays to the user's shared server (:mod:`smriti.relay`, :mod:`smriti.shared_server`)
+unless ``SMRITI_SHARED=false``; ``--shared-daemon`` runs that shared server.
 
 Decisions worth knowing:
 
@@ -31,6 +33,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -279,7 +282,11 @@ TOOLS: tuple[tuple[Callable[..., Any], str, str, ToolAnnotations], ...] = (
 
 # ----------------------------------------------------------------------------- the server
 def build_server(
-    settings: Settings, *, on_shutdown: Callable[[], None] | None = None, auth: HttpAuth | None = None
+    settings: Settings,
+    *,
+    on_shutdown: Callable[[], None] | None = None,
+    auth: HttpAuth | None = None,
+    on_open: Callable[[Runtime], None] | None = None,
 ) -> MCPServer:
     """Build the MCP server for ``settings`` (nothing is opened until the lifespan starts).
 
@@ -288,6 +295,8 @@ def build_server(
         on_shutdown: called once the database is closed at the end of the lifespan.
         auth: authenticate HTTP requests and serve each in its user's memory (server_auth.py);
             None serves ACCESSING_USER's memory, opened at start.
+        on_open: called with ACCESSING_USER's runtime once it is open (without ``auth``; the
+            shared server's own routes use it).
 
     Returns:
         An :class:`MCPServer` with the tools ``smriti_store``, ``smriti_recall`` and
@@ -304,7 +313,9 @@ def build_server(
         opened[:] = [runtimes]
         try:
             if auth is None:  # one user: opened now, so a locked store fails the start
-                await runtimes.get(None)
+                runtime = await runtimes.get(None)
+                if on_open is not None:
+                    on_open(runtime)
             async with anyio.create_task_group() as tasks:
                 runtimes.start(functools.partial(_start_background, tasks))
                 try:
@@ -457,6 +468,10 @@ def serve(
         StartupError-like exceptions (store locked, embedding mismatch, unsafe user name)
         are not raised: they are printed as one line on stderr and the process exits 1.
     """
+    if transport == "stdio" and settings.shared and hasattr(socket, "AF_UNIX"):
+        from smriti.relay import serve_relay  # one server per user, shared by every client
+
+        return serve_relay(settings)
     configure_logging(settings.log_level)
     auth: HttpAuth | None = None
     if transport == "streamable-http":
@@ -509,12 +524,21 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="streamable-http without bearer tokens, as ACCESSING_USER (loopback binds only)",
     )
+    parser.add_argument(
+        "--shared-daemon",
+        action="store_true",
+        help="run the user's shared server on its unix socket in the foreground (stdio clients start it)",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``smriti-mcp``: settings errors exit 2 with one message, no traceback."""
     args = _parse_args(argv)
+    if args.shared_daemon:
+        from smriti.shared_server import main as run_shared
+
+        return run_shared()
     try:
         settings = load_settings()
     except SmritiError as error:

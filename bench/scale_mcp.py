@@ -84,6 +84,7 @@ def server_env(storage: Path, dims: int, user: str, falkor_port: int | None) -> 
         "CONSOLIDATION_INTERVAL": "0",
         "BACKUP_TYPE": "none",
         "LOG_LEVEL": "WARNING",
+        "SMRITI_SHARED": "false",  # measure the server process itself, not a relay to it
     }
     for name in _BLAS_ONE_THREAD:
         env.pop(name, None)

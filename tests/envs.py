@@ -15,5 +15,8 @@ def offline_env(location: Path, **extra: str) -> dict[str, str]:
         "EMBEDDING_PROVIDER": "hashing",
         "CONSOLIDATION_INTERVAL": "0",
         "BACKUP_TYPE": "none",
+        # The in-process server: a test that starts `smriti-mcp` owns its process and database.
+        # The shared server's tests (test_shared_server.py) turn it on themselves.
+        "SMRITI_SHARED": "false",
         **extra,
     }

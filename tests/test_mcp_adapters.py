@@ -98,6 +98,7 @@ def test_langchain_mcp_adapters_load_and_call_our_tools(adapters_python, tmp_pat
         "LLM_PROVIDER": "heuristic",
         "EMBEDDING_PROVIDER": "hashing",
         "CONSOLIDATION_INTERVAL": "0",
+        "SMRITI_SHARED": "false",  # the in-process server: no shared server outlives the test
     }
     version = subprocess.run(
         [str(adapters_python), "-c", "import importlib.metadata as m; print(m.version('mcp'))"],

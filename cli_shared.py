@@ -1,0 +1,129 @@
+"""The CLI on a memory that the user's shared server holds open.
+
+While the shared server runs, it alone may open the embedded database, so ``smriti`` commands
+ask it instead: through its MCP tools (store, recall, forget, consolidate, stats, sync) and, for
+what no tool does, through two routes of its own on the same 0600 socket (``/cli/resolve``: the
+id a prefix names; ``/cli/export``: every record as JSON Lines). :class:`SharedRuntime` stands in
+for :class:`~smriti.server_runtime.Runtime` in ``cli._runtime``, so each command keeps one code
+path. Commands that need the database itself (import, view, restore) say to stop the server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from smriti.cli_remote import call_tool
+from smriti.errors import InvalidInput, NotFound, StoreError
+from smriti.shared_client import MCP_URL, SharedPaths, http_client, serving
+
+if TYPE_CHECKING:
+    from smriti.config import Settings
+
+NEEDS_THE_DATABASE = (
+    "the shared Smriti server holds this memory open ({socket}); `smriti {command}` needs the "
+    "database itself: run `smriti stop` first (stdio clients start the server again when they next ask)"
+)
+
+
+class SharedMemory:
+    """The :class:`~smriti.memory.Memory` methods the CLI calls, answered by the shared server."""
+
+    def __init__(self, paths: SharedPaths) -> None:
+        self.paths = paths
+
+    def _tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return call_tool(MCP_URL, name, arguments, uds=str(self.paths.socket))
+
+    def store(
+        self,
+        content: str,
+        importance: float = 0.5,
+        tags: str = "",
+        source: str = "",
+        occurred_at: datetime | None = None,
+    ) -> dict[str, Any]:
+        arguments = {"content": content, "importance": importance, "tags": tags, "source": source}
+        if occurred_at is not None:
+            arguments["occurred_at"] = occurred_at.isoformat()
+        return self._tool("smriti_store", arguments)
+
+    def recall(
+        self,
+        query: str = "",
+        limit: int = 5,
+        mode: str = "recall",
+        memory_type: str | None = None,
+        explain: bool = False,
+    ) -> dict[str, Any]:
+        arguments = {
+            "query": query,
+            "limit": limit,
+            "mode": mode,
+            "memory_type": memory_type,
+            "explain": explain,
+        }
+        return self._tool("smriti_recall", arguments)
+
+    def forget(self, memory_id: str) -> dict[str, Any]:
+        done = self._tool("smriti_manage", {"action": "forget", "memory_id": memory_id})
+        details: dict[str, Any] = done["details"]
+        return details
+
+    def resolve_id(self, prefix: str) -> str:
+        answer = self._post("/cli/resolve", {"prefix": prefix})
+        return str(answer["id"])
+
+    def export_records(self) -> Iterator[dict[str, Any]]:
+        with http_client(self.paths, timeout=None) as client, client.stream("GET", "/cli/export") as response:
+            if response.status_code != 200:
+                raise StoreError(f"the shared Smriti server could not export: {response.read().decode()}")
+            for line in response.iter_lines():
+                if line.strip():
+                    yield json.loads(line)
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        with http_client(self.paths, timeout=None) as client:
+            response = client.post(path, json=body)
+        answer: dict[str, Any] = response.json()
+        if response.status_code == 404:
+            raise NotFound(answer["error"])
+        if response.status_code == 400:
+            raise InvalidInput(answer["error"])
+        if response.status_code != 200:
+            raise StoreError(answer.get("error", f"the shared Smriti server answered {response.status_code}"))
+        return answer
+
+
+class SharedRuntime:
+    """What ``cli._runtime`` yields while the shared server holds the memory."""
+
+    def __init__(self, paths: SharedPaths) -> None:
+        self.paths = paths
+        self.memory = SharedMemory(paths)
+
+    def consolidate(self, on_step: Callable[[str], None] | None = None) -> dict[str, Any]:
+        done = self.memory._tool("smriti_manage", {"action": "consolidate", "explain": True})
+        return {**done["details"], "trace": done.get("trace", [])}
+
+    def sync(self) -> dict[str, Any]:
+        details: dict[str, Any] = self.memory._tool("smriti_manage", {"action": "sync"})["details"]
+        return details
+
+    def describe(self) -> dict[str, Any]:
+        details: dict[str, Any] = self.memory._tool("smriti_manage", {"action": "stats"})["details"]
+        return details
+
+    def refuse(self, command: str) -> InvalidInput:
+        """The error for a command that must open the database itself."""
+        return InvalidInput(NEEDS_THE_DATABASE.format(socket=self.paths.socket, command=command))
+
+
+def shared_runtime(settings: Settings, user: str | None) -> SharedRuntime | None:
+    """A :class:`SharedRuntime` when a shared server serves ``user`` (default ACCESSING_USER)."""
+    if user is not None and user != settings.accessing_user:
+        settings = settings.model_copy(update={"accessing_user": user})
+    paths = serving(settings)
+    return None if paths is None else SharedRuntime(paths)

@@ -1,0 +1,305 @@
+"""The shared server: one process per user that every local client of that user talks to.
+
+An embedded database admits one process, and people run several MCP clients (and the CLI, and
+hooks) at once. So the stdio ``smriti-mcp`` is a relay (:mod:`smriti.relay`) and this process,
+started on demand by the first client (:func:`smriti.shared_client.ensure_server`), holds the
+database and serves MCP's own streamable HTTP transport on a unix socket with mode 0600 under
+``STORAGE_LOCATION/{user}/``: only the OS user who owns it can connect, so it needs no token.
+
+Besides ``/mcp`` it answers ``GET /status`` (pid, uptime, sessions, requests: ``smriti status``)
+and ``POST /shutdown`` (``smriti stop``). It exits by itself after ``SHARED_IDLE_TIMEOUT``
+seconds with no HTTP request in flight; an attached stdio client always has one (the stream on
+which the server may send it messages), so it lives as long as any client is attached.
+
+Run it in the foreground with ``smriti-mcp --shared-daemon`` (clients start it detached, with
+its stderr in ``smriti-server.log``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from smriti.config import load_settings
+from smriti.errors import NotFound, SmritiError, StoreError, UserError
+from smriti.shared_client import (
+    SharedPaths,
+    open_lock_file,
+    prepare_folders,
+    remove_stale,
+    settings_digest,
+    shared_paths,
+    try_lock,
+)
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from smriti.config import Settings
+    from smriti.server_runtime import Runtime
+
+logger = logging.getLogger("smriti.shared")
+
+Scope = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+_UNTRACKED = {"/status"}  # `smriti status` must not keep an idle server alive
+
+
+class Activity:
+    """ASGI middleware that counts HTTP requests in flight and remembers the last one's end."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.active = 0
+        self.requests = 0
+        self.last = time.monotonic()
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("path") in _UNTRACKED:
+            await self.app(scope, receive, send)
+            return
+        self.active += 1
+        self.requests += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.active -= 1
+            self.last = time.monotonic()
+
+    def idle_seconds(self) -> float:
+        return 0.0 if self.active else time.monotonic() - self.last
+
+
+def bind_socket(paths: SharedPaths) -> socket.socket:
+    """A listening unix socket at ``paths.socket`` that only this OS user can connect to.
+
+    The umask makes it 0600 from the moment it exists (a chmod afterwards would leave a window).
+    Call only while holding the server lock: a socket file left there is a dead server's.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        paths.socket.unlink()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)
+    try:
+        sock.bind(str(paths.socket))
+    except OSError as error:  # a file system without sockets (some network or Windows mounts)
+        sock.close()
+        raise StoreError(
+            f"cannot create the shared server's socket {paths.socket}: {error.strerror}; "
+            "set SMRITI_SHARED=false to serve each client in its own process"
+        ) from None
+    finally:
+        os.umask(old_umask)
+    os.chmod(paths.socket, 0o600)
+    sock.listen(128)
+    return sock
+
+
+def _add_routes(server: MCPServer, status: Callable[[], dict[str, Any]], stop: Callable[[], None]) -> None:
+    from starlette.responses import JSONResponse
+
+    @server.custom_route("/status", methods=["GET"], include_in_schema=False)
+    async def _status(_: Request) -> Response:
+        return JSONResponse(status())
+
+    @server.custom_route("/shutdown", methods=["POST"], include_in_schema=False)
+    async def _shutdown(_: Request) -> Response:
+        logger.info("shutdown requested (smriti stop)")
+        stop()
+        return JSONResponse({"stopping": os.getpid()}, status_code=202)
+
+
+def _add_cli_routes(server: MCPServer, runtime: Callable[[], Runtime]) -> None:
+    """What the CLI needs beyond the tools (see :mod:`smriti.cli_shared`)."""
+    from starlette.responses import JSONResponse, StreamingResponse
+
+    @server.custom_route("/cli/resolve", methods=["POST"], include_in_schema=False)
+    async def _resolve(request: Request) -> Response:
+        prefix = str((await request.json()).get("prefix", ""))
+        try:
+            found = await anyio.to_thread.run_sync(runtime().memory.resolve_id, prefix)
+        except UserError as error:
+            return JSONResponse(
+                {"error": str(error)}, status_code=404 if isinstance(error, NotFound) else 400
+            )
+        return JSONResponse({"id": found})
+
+    @server.custom_route("/cli/export", methods=["GET"], include_in_schema=False)
+    async def _export(_: Request) -> Response:
+        records = runtime().memory.export_records()
+
+        def batch() -> list[dict[str, Any]]:
+            return list(itertools.islice(records, 500))
+
+        async def lines() -> AsyncIterator[str]:
+            # The store's reads are blocking: each batch is read in a worker thread.
+            while chunk := await anyio.to_thread.run_sync(batch):
+                yield "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in chunk)
+
+        return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+
+def run(settings: Settings) -> None:
+    """Serve ``settings``' user on the shared socket until idle or stopped.
+
+    Raises:
+        StoreError: another shared server already serves this user.
+    """
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from smriti.server import _version, build_server
+
+    paths = shared_paths(settings)
+    prepare_folders(paths)
+    lock_fd = open_lock_file(paths.server_lock)
+    if not try_lock(lock_fd):
+        os.close(lock_fd)
+        raise StoreError(f"a shared Smriti server already serves user {settings.accessing_user}")
+    started = time.time()
+    digest = settings_digest(settings)
+    holder: dict[str, Any] = {}
+
+    def status() -> dict[str, Any]:
+        activity: Activity = holder["activity"]
+        return {
+            "pid": os.getpid(),
+            "user": settings.accessing_user,
+            "socket": str(paths.socket),
+            "log": str(paths.log),
+            "version": _version(),
+            "db_type": settings.db_type,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            "uptime_s": round(time.time() - started, 1),
+            "sessions": len(server.session_manager._server_instances),  # no public count (mcp 2.3)
+            "requests_in_flight": activity.active,
+            "requests": activity.requests,
+            "idle_s": round(activity.idle_seconds(), 1),
+            "idle_timeout_s": settings.shared_idle_timeout,
+            "settings": digest,
+        }
+
+    def stop() -> None:
+        holder["uvicorn"].should_exit = True
+
+    server = build_server(settings, on_open=lambda runtime: holder.update(runtime=runtime))
+    _add_routes(server, status, stop)
+    _add_cli_routes(server, lambda: holder["runtime"])
+    app = server.streamable_http_app(
+        host="localhost",
+        # A session with nothing in flight this long is gone (a relay killed without a goodbye).
+        session_idle_timeout=settings.shared_idle_timeout,
+        # Browsers cannot reach a unix socket, but keep the SDK's Host check: it costs nothing.
+        transport_security=TransportSecuritySettings(allowed_hosts=["localhost"], allowed_origins=[]),
+    )
+    _keep_startup_error(app, holder)
+    activity = holder["activity"] = Activity(app)
+    sock = bind_socket(paths)
+    config = uvicorn.Config(
+        activity,
+        log_level=settings.log_level.lower(),
+        log_config=None,  # uvicorn's own config would log to stdout
+        timeout_graceful_shutdown=3,  # attached relays' open streams must not hold the exit
+    )
+    userver = holder["uvicorn"] = uvicorn.Server(config)
+    # A line per HTTP request would grow the log by the thousand in a day of use.
+    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+    paths.state.write_text(json.dumps({"pid": os.getpid(), "socket": str(paths.socket), "started": started}))
+    logger.info(
+        "shared Smriti server %s (pid %d): user %s on %s, serving %s; exits after %.0f s idle",
+        _version(),
+        os.getpid(),
+        settings.accessing_user,
+        settings.db_type,
+        paths.socket,
+        settings.shared_idle_timeout,
+    )
+    # As server._serve_http: uvicorn re-raises the signal it caught after its clean shutdown.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: None)
+    try:
+        anyio.run(_serve, userver, sock, activity, settings.shared_idle_timeout)
+    except BaseException:
+        # uvicorn exits (3, inside an exception group) when the lifespan fails: the reason (a
+        # locked database...) is what a client must show.
+        if "startup_error" in holder:
+            raise holder["startup_error"] from None
+        raise
+    finally:
+        # Unlinked before the lock is released: a client that then finds the lock free and no
+        # socket starts a new server, never connects to this dying one.
+        remove_stale(paths)
+        sock.close()
+        os.close(lock_fd)
+    logger.info("shared Smriti server stopped")
+
+
+def _keep_startup_error(app: Any, holder: dict[str, Any]) -> None:
+    """Keep the exception that failed the app's start-up in ``holder["startup_error"]``."""
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(starlette_app: Any) -> AsyncIterator[Any]:
+        started = False
+        try:
+            async with inner(starlette_app) as state:
+                started = True
+                yield state
+        except BaseException as error:
+            if not started:
+                holder["startup_error"] = error
+            raise
+
+    app.router.lifespan_context = lifespan
+
+
+async def _serve(userver: Any, sock: socket.socket, activity: Activity, idle_timeout: float) -> None:
+    async def exit_when_idle() -> None:
+        while not userver.should_exit:
+            await anyio.sleep(min(1.0, idle_timeout / 4))
+            if userver.started and activity.idle_seconds() >= idle_timeout:
+                logger.info("idle for %.0f s: exiting", idle_timeout)
+                userver.should_exit = True
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(exit_when_idle)
+        await userver.serve(sockets=[sock])
+        tasks.cancel_scope.cancel()
+
+
+def main() -> None:
+    """``smriti-mcp --shared-daemon`` and ``python -m smriti.shared_server``."""
+    from smriti.server import configure_logging
+    from smriti.server_runtime import startup_error
+
+    try:
+        settings = load_settings()
+    except SmritiError as error:
+        print(f"smriti-mcp: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    configure_logging(settings.log_level)
+    try:
+        run(settings)
+    except BaseException as error:
+        message = startup_error(error)
+        if message is None:
+            raise
+        print(f"smriti-mcp: {message}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,436 @@
+"""The shared server per user: real ``smriti-mcp`` relays, a real server on a unix socket, the real CLI.
+
+Every test has its own STORAGE_LOCATION, so its own server; the ``shared`` fixture kills
+whatever server is still running at the end, so none outlives its test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from contextlib import AsyncExitStack, suppress
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+
+from smriti.config import Settings
+from smriti.shared_client import read_state, server_running, server_status, shared_paths
+from tests.envs import offline_env
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "mcp"
+
+
+def script(name: str) -> list[str]:
+    """The installed console script, or its module when scripts are not installed."""
+    path = Path(sys.executable).with_name(name)
+    module = {"smriti-mcp": "smriti.server", "smriti": "smriti.cli"}[name]
+    return [str(path)] if path.exists() else [sys.executable, "-m", module]
+
+
+class Shared:
+    """One test's storage folder, environment and shared server."""
+
+    def __init__(self, location: Path, **extra: str) -> None:
+        self.location = location
+        values = offline_env(location, **{"SMRITI_SHARED": "true", "SHARED_IDLE_TIMEOUT": "60", **extra})
+        self.env = {**os.environ, **values}
+        self.paths = shared_paths(Settings(**{k.lower(): v for k, v in values.items()}))
+
+    def params(self, env: dict[str, str] | None = None) -> StdioServerParameters:
+        command = script("smriti-mcp")
+        return StdioServerParameters(command=command[0], args=command[1:], env=env or self.env)
+
+    def cli(self, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*script("smriti"), *args], input=stdin, capture_output=True, text=True, env=self.env, timeout=120
+        )
+
+    def status(self) -> dict:
+        status = server_status(self.paths)
+        assert status is not None, self.log()
+        return status
+
+    def log(self) -> str:
+        return self.paths.log.read_text() if self.paths.log.exists() else "(no server log)"
+
+    def wait_stopped(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while server_running(self.paths):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def kill(self) -> None:
+        """Kill -9 whatever server holds the lock (the state file names it)."""
+        deadline = time.monotonic() + 15
+        while server_running(self.paths) and time.monotonic() < deadline:
+            state = read_state(self.paths)
+            if state:
+                with suppress(ProcessLookupError):
+                    os.kill(state["pid"], signal.SIGKILL)
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def shared(tmp_path):
+    made: list[Shared] = []
+
+    def make(location: Path | None = None, **extra: str) -> Shared:
+        made.append(Shared(location or tmp_path / "store", **extra))
+        return made[-1]
+
+    yield make
+    for one in made:
+        one.kill()
+
+
+def run(main, timeout: float) -> None:
+    """``anyio.run(main)``, failing after ``timeout`` seconds instead of hanging the suite."""
+
+    async def bounded() -> None:
+        with anyio.fail_after(timeout):
+            await main()
+
+    anyio.run(bounded)
+
+
+async def store(client, content: str) -> str:
+    result = await client.call_tool("smriti_store", {"content": content})
+    assert not result.is_error, result.content
+    return result.structured_content["id"]
+
+
+async def listed(client, limit: int = 20) -> set[str]:
+    result = await client.call_tool("smriti_recall", {"mode": "list", "limit": limit})
+    assert not result.is_error, result.content
+    return {item["id"] for item in result.structured_content["results"]}
+
+
+def example_env(name: str, shared: Shared) -> dict[str, str]:
+    """The ``smriti`` entry of an example client configuration, on this test's folder, offline."""
+    config = json.loads((EXAMPLES / f"{name}.json").read_text())["mcpServers"]["smriti"]
+    assert config["command"] == "smriti-mcp"
+    env = {**shared.env, **config["env"]}
+    env.update(ACCESSING_USER="alice", STORAGE_LOCATION=str(shared.location))
+    for key in ("LLM_API_KEY", "EMBEDDING_API_KEY"):  # offline: the placeholders are no keys
+        env.pop(key, None)
+    return env
+
+
+def test_the_three_example_clients_at_once_share_one_server(shared, tmp_path):
+    """Claude Desktop, Cursor and Windsurf configurations started at the same moment: one server
+    starts, each client's store is seen by the others at once, and the socket is the user's alone."""
+    one = shared()
+    names = ["claude_desktop", "cursor", "windsurf"]
+    contents = {
+        "claude_desktop": "Alice prefers PostgreSQL with pgvector for retrieval projects.",
+        "cursor": "The Atlas deploy pipeline runs on GitHub Actions every night.",
+        "windsurf": "Bob recommends cursor-based pagination for the orders API.",
+    }
+    ids: dict[str, str] = {}
+    seen: dict[str, set[str]] = {}
+    stored = anyio.Event()
+
+    async def client(name: str, errlog) -> None:
+        async with Client(stdio_client(one.params(example_env(name, one)), errlog=errlog)) as session:
+            ids[name] = await store(session, contents[name])
+            if len(ids) == len(names):
+                stored.set()
+            await stored.wait()
+            seen[name] = await listed(session)
+            status = await anyio.to_thread.run_sync(one.status)
+            assert status["sessions"] >= 1
+
+    async def main() -> None:
+        async with AsyncExitStack() as stack, anyio.create_task_group() as tasks:
+            for name in names:
+                errlog = stack.enter_context((tmp_path / f"{name}.log").open("w"))
+                tasks.start_soon(client, name, errlog)
+
+    run(main, 180)
+    for name in names:
+        assert seen[name] == set(ids.values()), (name, seen[name], ids)
+        relay_log = (tmp_path / f"{name}.log").read_text()
+        assert "Traceback" not in relay_log, relay_log
+    log = one.log()
+    assert log.count("shared Smriti server 0") == 1, log  # one server started, not three
+    assert "already serves" not in log
+    mode = stat.S_IMODE(os.stat(one.paths.socket).st_mode)
+    assert stat.S_ISSOCK(os.stat(one.paths.socket).st_mode) and mode == 0o600, oct(mode)
+    assert one.status()["requests_in_flight"] == 0  # the relays said goodbye
+
+
+def test_cli_and_hook_while_a_client_is_connected(shared):
+    """`smriti store/list/recall/stats/export/forget/context/capture` work through the server
+    while an MCP client holds the memory, and each side sees the other's writes at once."""
+    one = shared()
+
+    async def main() -> None:
+        async with Client(stdio_client(one.params(), errlog=sys.stderr)) as session:
+            from_client = await store(session, "Bob recommends cursor-based pagination for the orders API.")
+
+            def run(*args: str, stdin: str = "") -> str:
+                done = one.cli(*args, stdin=stdin)
+                assert done.returncode == 0, (args, done.stdout, done.stderr)
+                assert "locked" not in done.stderr
+                return done.stdout
+
+            cli = anyio.to_thread.run_sync
+            fact = "Alice prefers pgvector for RAG."
+            from_cli = json.loads(await cli(lambda: run("store", fact, "--json")))
+            assert from_cli["id"] in await listed(session)  # the client sees the CLI's store
+            listed_by_cli = json.loads(await cli(lambda: run("list", "--json")))
+            assert {r["id"] for r in listed_by_cli["results"]} == {from_client, from_cli["id"]}
+            recalled = json.loads(await cli(lambda: run("recall", "which pagination for orders", "--json")))
+            assert recalled["results"][0]["id"] == from_client
+            stats = json.loads(await cli(lambda: run("stats", "--json")))
+            assert stats["engrams"] == 2 and stats["user"] == "alice"
+            hook = json.dumps({"prompt": "what pagination does Bob recommend?"})
+            context = await cli(lambda: run("context", "-", stdin=hook))
+            assert context.startswith("- ") and "cursor-based pagination" in context
+            exported = await cli(lambda: run("export", "-"))
+            engrams = [json.loads(line) for line in exported.splitlines() if '"engram"' in line]
+            assert len(engrams) == 2, exported[:500]
+            transcript = "We decided to deploy the billing service on Fridays.\n"
+            await cli(lambda: run("capture", "-", stdin=transcript))
+            assert len(await listed(session)) == 3
+            await cli(lambda: run("forget", from_cli["id"][:8]))
+            assert from_cli["id"] not in await listed(session)
+            status = json.loads(await cli(lambda: run("status", "--json")))
+            assert status["pid"] == read_state(one.paths)["pid"] and status["sessions"] >= 1
+            refused = await cli(lambda: one.cli("view", "-o", str(one.location / "g.html")))
+            assert refused.returncode == 2 and "smriti stop" in refused.stderr
+
+    run(main, 240)
+
+
+def test_kill_9_during_stores_loses_nothing_acknowledged_and_clients_recover(shared, tmp_path):
+    one = shared(MEMORY_FABRIC_MAX_RESULTS="200")
+    acknowledged: list[str] = []
+    failures: list[str] = []
+    pids: list[int] = []
+
+    async def main() -> None:
+        with (tmp_path / "relay.log").open("w") as errlog:
+            async with Client(stdio_client(one.params(), errlog=errlog)) as session:
+
+                async def stores() -> None:
+                    for n in range(40):
+                        text = f"Deployment note number {n}: service s{n} runs on host h{n}."
+                        try:
+                            result = await session.call_tool("smriti_store", {"content": text})
+                        except MCPError as error:  # the one the server was running when killed
+                            failures.append(str(error))
+                            continue
+                        if result.is_error:
+                            failures.append(result.content[0].text)
+                        else:
+                            acknowledged.append(result.structured_content["id"])
+
+                async def killer() -> None:
+                    while len(acknowledged) < 10:
+                        await anyio.sleep(0.01)
+                    pid = read_state(one.paths)["pid"]
+                    pids.append(pid)
+                    os.kill(pid, signal.SIGKILL)
+
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(killer)
+                    tasks.start_soon(stores)
+                # The same client goes on: its next requests started a new server.
+                assert set(acknowledged) <= await listed(session, 200)
+
+        # A new client finds every acknowledged memory too.
+        async with Client(stdio_client(one.params(), errlog=sys.stderr)) as later:
+            assert set(acknowledged) <= await listed(later, 200)
+
+    run(main, 240)
+    assert len(failures) <= 1, failures  # at most the store the server was running when killed
+    assert len(acknowledged) >= 39
+    assert read_state(one.paths)["pid"] != pids[0]  # a new server
+    assert "Traceback" not in (tmp_path / "relay.log").read_text()
+
+
+def test_an_attached_client_keeps_the_server_and_it_exits_when_idle(shared):
+    one = shared(SHARED_IDLE_TIMEOUT="2")
+
+    async def main() -> None:
+        async with Client(stdio_client(one.params(), errlog=sys.stderr)) as session:
+            await store(session, "Carol keeps her notes in Obsidian.")
+            await anyio.sleep(5)  # idle longer than the timeout, but attached
+            assert server_running(one.paths)
+            assert len(await listed(session)) == 1
+
+    run(main, 120)
+    assert one.wait_stopped(20), one.log()
+    assert "idle for 2 s: exiting" in one.log()
+    assert not one.paths.socket.exists() and not one.paths.state.exists()
+    assert one.cli("status").returncode == 1
+    listed_here = one.cli("list", "--json")  # no server: the CLI opens the database itself
+    assert listed_here.returncode == 0 and "Obsidian" in listed_here.stdout, listed_here.stderr
+    assert not server_running(one.paths)  # and starts none
+
+
+def test_smriti_stop_stops_it_and_the_next_request_starts_another(shared):
+    one = shared()
+
+    async def main() -> None:
+        async with Client(stdio_client(one.params(), errlog=sys.stderr)) as session:
+            first = await store(session, "Dana reviews pull requests in the morning.")
+            pid = one.status()["pid"]
+            stopped = await anyio.to_thread.run_sync(lambda: one.cli("stop"))
+            assert stopped.returncode == 0 and f"stopped pid {pid}" in stopped.stderr, stopped.stderr
+            assert not server_running(one.paths)
+            # Its parent, the relay that started it, reaped it: no zombie while the client runs.
+            for _ in range(50):
+                if not Path(f"/proc/{pid}").exists():
+                    break
+                await anyio.sleep(0.1)
+            assert not Path(f"/proc/{pid}").exists()
+            assert await listed(session) == {first}  # the session goes on, on a new server
+            assert one.status()["pid"] != pid
+
+    run(main, 120)
+    assert "memory database closed" in one.log()  # stop shut down cleanly
+
+
+def test_a_stale_socket_and_state_are_cleaned(shared):
+    one = shared()
+    one.paths.folder.mkdir(parents=True)
+    dead = socket.socket(socket.AF_UNIX)
+    dead.bind(str(one.paths.socket))  # a socket file that nobody listens on (a crashed server's)
+    dead.close()
+    one.paths.state.write_text(json.dumps({"pid": 2**22 + 7, "socket": str(one.paths.socket)}))
+    assert one.cli("status").returncode == 1
+
+    async def main() -> None:
+        async with Client(stdio_client(one.params(), errlog=sys.stderr)) as session:
+            await store(session, "Erin deploys with Ansible.")
+
+    run(main, 120)
+    assert one.status()["pid"] == read_state(one.paths)["pid"] != 2**22 + 7
+
+
+def test_a_storage_path_too_long_for_a_socket_uses_a_private_temporary_folder(shared, tmp_path):
+    one = shared(tmp_path / ("deep" * 30))
+    assert one.paths.socket.parent != one.paths.folder
+
+    async def main() -> None:
+        async with Client(stdio_client(one.params(), errlog=sys.stderr)) as session:
+            await store(session, "Frank writes his tests first.")
+
+    run(main, 120)
+    assert stat.S_IMODE(one.paths.socket.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(one.paths.socket.stat().st_mode) == 0o600
+
+
+def initialize_reply(one: Shared) -> dict:
+    """What a raw stdio ``smriti-mcp`` answers to ``initialize``."""
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+    pipe = subprocess.PIPE
+    process = subprocess.Popen(
+        script("smriti-mcp"), stdin=pipe, stdout=pipe, stderr=subprocess.DEVNULL, env=one.env
+    )
+    try:
+        process.stdin.write((json.dumps(request) + "\n").encode())
+        process.stdin.flush()
+        return json.loads(process.stdout.readline())
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_smriti_shared_false_serves_in_process(shared, tmp_path):
+    """SMRITI_SHARED=false: the stdio process opens the database itself, as before, and no
+    server, socket or lock of the shared server appears."""
+    one = shared()
+    env = {**one.env, "SMRITI_SHARED": "false"}
+    log = tmp_path / "stderr.log"
+
+    async def main() -> None:
+        with log.open("w") as errlog:
+            async with Client(stdio_client(one.params(env), errlog=errlog)) as session:
+                await store(session, "Grace prefers tabs.")
+                assert not one.paths.socket.exists() and not one.paths.server_lock.exists()
+                reply = await anyio.to_thread.run_sync(initialize_reply, one)
+                # A shared client meanwhile cannot start a server: it says why, in one message.
+                assert reply["error"]["message"].startswith("the shared Smriti server exited at start")
+                assert "memory.sqlite is locked by another process" in reply["error"]["message"]
+
+    run(main, 120)
+    assert "memory database closed" in log.read_text()  # this process closed it
+    assert not server_running(one.paths)
+
+
+def test_the_settings(monkeypatch):
+    assert Settings().shared is True and Settings().shared_idle_timeout == 600
+    monkeypatch.setenv("SMRITI_SHARED", "false")
+    monkeypatch.setenv("SHARED_IDLE_TIMEOUT", "5")
+    assert Settings().shared is False and Settings().shared_idle_timeout == 5
+    from smriti.config import load_settings
+    from smriti.errors import SettingsError
+
+    monkeypatch.setenv("SHARED_IDLE_TIMEOUT", "0")
+    with pytest.raises(SettingsError, match="SHARED_IDLE_TIMEOUT"):
+        load_settings()
+    monkeypatch.setenv("SHARED_IDLE_TIMEOUT", "5")
+    monkeypatch.setenv("SMRITI_SHARED", "maybe")
+    with pytest.raises(SettingsError, match="SMRITI_SHARED"):
+        load_settings()
+
+
+def test_a_client_with_other_settings_is_told_that_the_running_server_keeps_its_own(shared, tmp_path):
+    one = shared()
+    other = {**one.env, "MAX_CONTENT_CHARS": "5000"}
+
+    async def main() -> None:
+        async with Client(stdio_client(one.params(), errlog=sys.stderr)) as first:
+            await store(first, "Heidi runs the on-call rotation.")
+            for name, env in (("same", one.env), ("other", other)):
+                with (tmp_path / f"{name}.log").open("w") as errlog:
+                    async with Client(stdio_client(one.params(env), errlog=errlog)) as session:
+                        assert len(await listed(session)) == 1
+
+    run(main, 120)
+    assert "runs with other settings" in (tmp_path / "other.log").read_text()
+    assert "runs with other settings" not in (tmp_path / "same.log").read_text()
+
+
+def test_the_readme_block_and_the_examples_name_one_memory_for_every_client():
+    """The README's quick-start block is one server entry that every client can use, and the
+    three example configurations point at the same user and folder, so they share one server."""
+    import re
+
+    readme = (EXAMPLES.parents[1] / "README.md").read_text()
+    section = readme.split("### In an MCP client", 1)[1].split("###", 1)[0]
+    block = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
+    (entry,) = block["mcpServers"].values()
+    assert Path(entry["command"]).name == "smriti-mcp"
+    assert {"ACCESSING_USER", "STORAGE_LOCATION"} <= set(entry["env"])
+    assert "SMRITI_SHARED" not in entry["env"]  # the default: shared
+    places = set()
+    for name in ("claude_desktop", "cursor", "windsurf"):
+        for server in json.loads((EXAMPLES / f"{name}.json").read_text())["mcpServers"].values():
+            places.add((server["env"]["ACCESSING_USER"], server["env"]["STORAGE_LOCATION"]))
+            assert server["env"].get("SMRITI_SHARED", "true") != "false"
+    assert len(places) == 1, places
