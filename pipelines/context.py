@@ -49,6 +49,8 @@ def build_context(
     from smriti.stores import make_store
 
     chat = llm if llm is not None else build_chat_model(settings)
+    # The queue retries with backoff and Retry-After itself: its model makes one try per call.
+    analyst = None if llm is not None or chat is None else build_chat_model(settings, max_retries=0)
     embeddings = embedder if embedder is not None else build_embedder(settings)
     if llm is None and embedder is None and (notice := offline_notice(settings)):
         logger.warning(notice)
@@ -58,4 +60,4 @@ def build_context(
     except Exception:
         store.close()
         raise
-    return MemoryContext(store=store, embedder=embeddings, llm=chat, settings=settings)
+    return MemoryContext(store=store, embedder=embeddings, llm=chat, analyst=analyst, settings=settings)

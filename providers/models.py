@@ -25,8 +25,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def build_chat_model(settings: Settings) -> BaseChatModel | None:
-    """The configured chat model, or None for offline heuristic analysis."""
+def build_chat_model(settings: Settings, max_retries: int | None = None) -> BaseChatModel | None:
+    """The configured chat model, or None for offline heuristic analysis.
+
+    ``max_retries`` overrides LLM_MAX_RETRIES (the analysis queue retries by itself).
+    """
     provider = settings.llm_provider
     if provider == "heuristic" or (provider == "auto" and settings.llm_api_key is None):
         return None  # build_context says so once (offline_notice)
@@ -37,7 +40,7 @@ def build_chat_model(settings: Settings) -> BaseChatModel | None:
         base_url=settings.llm_base_url,
         api_key=settings.llm_api_key,
         timeout=settings.llm_timeout,
-        max_retries=settings.llm_max_retries,
+        max_retries=settings.llm_max_retries if max_retries is None else max_retries,
         temperature=0,
     )
 
