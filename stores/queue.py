@@ -30,7 +30,7 @@ from typing import Any, Literal
 from smriti.stores.base import ANALYSIS_QUEUE_PREFIX, GraphStore
 
 Status = Literal["pending", "failed"]
-MAX_ERROR_CHARS = 300  # an error is shown in stats: its first line, bounded
+MAX_ERROR_CHARS = 300  # an error is shown in stats: on one line, bounded
 
 
 @dataclass(slots=True)
@@ -95,7 +95,7 @@ class AnalysisQueue:
             due=retry_at.isoformat(),
             status="failed" if attempts >= max_attempts else "pending",
             attempts=attempts,
-            error=_first_line(error),
+            error=_one_line(error),
         )
         self._save(updated)
         return updated
@@ -144,6 +144,6 @@ def _job(engram_id: str, raw: str) -> Job:
     )
 
 
-def _first_line(error: str) -> str:
-    lines = error.strip().splitlines()
-    return (lines[0] if lines else "")[:MAX_ERROR_CHARS]
+def _one_line(error: str) -> str:
+    # A validation error's reason is on its second line ("Invalid JSON: ..."): keep it, joined.
+    return " ".join(error.split())[:MAX_ERROR_CHARS]
