@@ -59,72 +59,78 @@ def _chat_calls(stub: OpenAIStub) -> int:
 
 
 def test_store_does_not_wait_for_a_slow_model_and_the_analysis_lands_later(settings):
-    with OpenAIStub(lambda p: Reply(_answer(p), delay=2.0), dims=64) as stub:
-        with Memory.open(_settings(settings, stub)) as memory:
-            started = time.perf_counter()
-            stored = memory.store(CONTENT, tags="search")
-            elapsed = time.perf_counter() - started
-            assert elapsed < 1.0, elapsed  # the model answers in 2 s
-            assert _chat_calls(stub) == 0
-            assert stored["analysis_queued"] is True
-            offline = _cues(memory, stored["id"])  # the heuristic's, until the model's lands
-            assert ("priya", "person") in offline and ("service", "keyword") in offline
-            assert memory.analysis_queue()["pending"] == 1
+    with (
+        OpenAIStub(lambda p: Reply(_answer(p), delay=2.0), dims=64) as stub,
+        Memory.open(_settings(settings, stub)) as memory,
+    ):
+        started = time.perf_counter()
+        stored = memory.store(CONTENT, tags="search")
+        elapsed = time.perf_counter() - started
+        assert elapsed < 1.0, elapsed  # the model answers in 2 s
+        assert _chat_calls(stub) == 0
+        assert stored["analysis_queued"] is True
+        offline = _cues(memory, stored["id"])  # the heuristic's, until the model's lands
+        assert ("priya", "person") in offline and ("service", "keyword") in offline
+        assert memory.analysis_queue()["pending"] == 1
 
-            report = memory.enrich()
-            assert report["ran"] == {"landed": 1} and report["queue"]["pending"] == 0
-            # replaced, not added: the model's cues and the tag, none of the offline keywords
-            assert _cues(memory, stored["id"]) == [
-                ("pgvector", "technology"),
-                ("priya", "person"),
-                ("search", "tag"),
-            ]
-            engram = memory.context.store.get_engram(stored["id"])
-            assert engram.summary == LLM_ANALYSIS["summary"] and engram.memory_type == "semantic"
-            facts = memory.context.store.relations_of([stored["id"]])
-            assert [(f.source, f.relation, f.target) for f in facts] == [
-                ("search-service", "runs_on", "pgvector")
-            ]
-            # the new cues are found by recall
-            found = memory.recall("pgvector", mode="recall")
-            assert found["results"][0]["id"] == stored["id"]
+        report = memory.enrich()
+        assert report["ran"] == {"landed": 1} and report["queue"]["pending"] == 0
+        # replaced, not added: the model's cues and the tag, none of the offline keywords
+        assert _cues(memory, stored["id"]) == [
+            ("pgvector", "technology"),
+            ("priya", "person"),
+            ("search", "tag"),
+        ]
+        engram = memory.context.store.get_engram(stored["id"])
+        assert engram.summary == LLM_ANALYSIS["summary"] and engram.memory_type == "semantic"
+        facts = memory.context.store.relations_of([stored["id"]])
+        assert [(f.source, f.relation, f.target) for f in facts] == [
+            ("search-service", "runs_on", "pgvector")
+        ]
+        # the new cues are found by recall
+        found = memory.recall("pgvector", mode="recall")
+        assert found["results"][0]["id"] == stored["id"]
 
 
 def test_a_hanging_model_never_delays_a_store_and_its_job_is_retried(settings):
-    with OpenAIStub(lambda p: Reply(hang=True), dims=64) as stub:
-        with Memory.open(_settings(settings, stub, llm_timeout=0.5)) as memory:
-            started = time.perf_counter()
-            stored = memory.store(CONTENT)
-            assert time.perf_counter() - started < 1.0
-            before = _cues(memory, stored["id"])
-            report = memory.enrich()
-            assert report["ran"] == {"retry": 1}
-            job = AnalysisQueue(memory.context.store).get(stored["id"])
-            assert job is not None and job.status == "pending" and job.attempts == 1
-            assert "Timeout" in job.error
-            assert _cues(memory, stored["id"]) == before  # the offline analysis stays meanwhile
+    with (
+        OpenAIStub(lambda p: Reply(hang=True), dims=64) as stub,
+        Memory.open(_settings(settings, stub, llm_timeout=0.5)) as memory,
+    ):
+        started = time.perf_counter()
+        stored = memory.store(CONTENT)
+        assert time.perf_counter() - started < 1.0
+        before = _cues(memory, stored["id"])
+        report = memory.enrich()
+        assert report["ran"] == {"retry": 1}
+        job = AnalysisQueue(memory.context.store).get(stored["id"])
+        assert job is not None and job.status == "pending" and job.attempts == 1
+        assert "Timeout" in job.error
+        assert _cues(memory, stored["id"]) == before  # the offline analysis stays meanwhile
 
 
 def test_a_failing_model_is_parked_after_max_attempts_with_its_error_in_stats(settings):
     failing = Reply("the model is down", status=500)
-    with OpenAIStub(lambda p: failing, dims=64) as stub:
-        with Memory.open(_settings(settings, stub, analysis_max_attempts=3)) as memory:
-            stored = memory.store(CONTENT)
-            report = memory.enrich(wait=True, timeout=20)
-            assert report["ran"] == {"retry": 2, "parked": 1}
-            assert _chat_calls(stub) == 3
-            queue = memory.stats()["analysis_queue"]
-            assert queue["pending"] == 0 and queue["failed"] == 1
-            parked = queue["failed_memories"][0]
-            assert parked["id"] == stored["id"] and parked["attempts"] == 3
-            assert "500" in parked["error"] and "the model is down" in parked["error"]
-            # parked: draining again calls nothing; retry_failed puts it back
-            assert memory.enrich(wait=True, timeout=5)["ran"] == {}
-            assert _chat_calls(stub) == 3
-            stub.chat_reply = _answer
-            again = memory.enrich(wait=True, timeout=20, retry_failed=True)
-            assert again["requeued"] == 1 and again["ran"] == {"landed": 1}
-            assert memory.analysis_queue()["failed"] == 0
+    with (
+        OpenAIStub(lambda p: failing, dims=64) as stub,
+        Memory.open(_settings(settings, stub, analysis_max_attempts=3)) as memory,
+    ):
+        stored = memory.store(CONTENT)
+        report = memory.enrich(wait=True, timeout=20)
+        assert report["ran"] == {"retry": 2, "parked": 1}
+        assert _chat_calls(stub) == 3
+        queue = memory.stats()["analysis_queue"]
+        assert queue["pending"] == 0 and queue["failed"] == 1
+        parked = queue["failed_memories"][0]
+        assert parked["id"] == stored["id"] and parked["attempts"] == 3
+        assert "500" in parked["error"] and "the model is down" in parked["error"]
+        # parked: draining again calls nothing; retry_failed puts it back
+        assert memory.enrich(wait=True, timeout=5)["ran"] == {}
+        assert _chat_calls(stub) == 3
+        stub.chat_reply = _answer
+        again = memory.enrich(wait=True, timeout=20, retry_failed=True)
+        assert again["requeued"] == 1 and again["ran"] == {"landed": 1}
+        assert memory.analysis_queue()["failed"] == 0
 
 
 def test_retry_after_of_a_429_is_honoured(settings):
@@ -133,30 +139,33 @@ def test_retry_after_of_a_429_is_honoured(settings):
     def answer(prompt: str) -> str | Reply:
         return next(replies, None) or _answer(prompt)
 
-    with OpenAIStub(answer, dims=64) as stub:
-        # backoff alone would retry after 0.05 s: the wait below is the endpoint's
-        with Memory.open(_settings(settings, stub)) as memory:
-            stored = memory.store(CONTENT)
-            report = memory.enrich(wait=True, timeout=20)
-            assert report["ran"] == {"retry": 1, "landed": 1}
-            first, second = stub.chat_times
-            assert second - first >= 0.95, second - first
-            assert ("priya", "person") in _cues(memory, stored["id"])
+    # backoff alone would retry after 0.05 s: the wait below is the endpoint's
+    with OpenAIStub(answer, dims=64) as stub, Memory.open(_settings(settings, stub)) as memory:
+        stored = memory.store(CONTENT)
+        report = memory.enrich(wait=True, timeout=20)
+        assert report["ran"] == {"retry": 1, "landed": 1}
+        first, second = stub.chat_times
+        assert second - first >= 0.95, second - first
+        assert ("priya", "person") in _cues(memory, stored["id"])
 
 
 def test_an_answer_that_is_not_json_is_retried_then_parked(settings):
-    with OpenAIStub(lambda p: "Sure! Here are the cues: Priya, pgvector.", dims=64) as stub:
-        with Memory.open(_settings(settings, stub, analysis_max_attempts=2)) as memory:
-            stored = memory.store(CONTENT)
-            assert memory.enrich(wait=True, timeout=20)["ran"] == {"retry": 1, "parked": 1}
-            parked = memory.analysis_queue()["failed_memories"]
-            assert [p["id"] for p in parked] == [stored["id"]]
-            assert "Invalid JSON" in parked[0]["error"] or "did not answer with JSON" in parked[0]["error"]
-    with OpenAIStub(lambda p: Reply(raw=b"<html>bad gateway</html>"), dims=64) as stub:
-        with Memory.open(_settings(settings, stub, analysis_max_attempts=1)) as memory:
-            other = memory.store("Bob moved the billing service to Kafka")
-            assert memory.enrich()["ran"] == {"parked": 1}
-            assert other["id"] in {p["id"] for p in memory.analysis_queue()["failed_memories"]}
+    with (
+        OpenAIStub(lambda p: "Sure! Here are the cues: Priya, pgvector.", dims=64) as stub,
+        Memory.open(_settings(settings, stub, analysis_max_attempts=2)) as memory,
+    ):
+        stored = memory.store(CONTENT)
+        assert memory.enrich(wait=True, timeout=20)["ran"] == {"retry": 1, "parked": 1}
+        parked = memory.analysis_queue()["failed_memories"]
+        assert [p["id"] for p in parked] == [stored["id"]]
+        assert "Invalid JSON" in parked[0]["error"] or "did not answer with JSON" in parked[0]["error"]
+    with (
+        OpenAIStub(lambda p: Reply(raw=b"<html>bad gateway</html>"), dims=64) as stub,
+        Memory.open(_settings(settings, stub, analysis_max_attempts=1)) as memory,
+    ):
+        other = memory.store("Bob moved the billing service to Kafka")
+        assert memory.enrich()["ran"] == {"parked": 1}
+        assert other["id"] in {p["id"] for p in memory.analysis_queue()["failed_memories"]}
 
 
 def test_a_failing_embedder_is_still_an_error_with_nothing_written(settings):
@@ -169,23 +178,21 @@ def test_a_failing_embedder_is_still_an_error_with_nothing_written(settings):
         def embed_query(self, text):
             raise ConnectionError("embedding endpoint down")
 
-    with OpenAIStub(_answer, dims=64) as stub:
-        with Memory.open(_settings(settings, stub)) as memory:
-            memory.context.embedder = Broken()
-            with pytest.raises(StoreError, match="nothing was stored"):
-                memory.store(CONTENT)
-            assert memory.context.store.count_engrams() == 0
-            assert memory.analysis_queue()["pending"] == 0
+    with OpenAIStub(_answer, dims=64) as stub, Memory.open(_settings(settings, stub)) as memory:
+        memory.context.embedder = Broken()
+        with pytest.raises(StoreError, match="nothing was stored"):
+            memory.store(CONTENT)
+        assert memory.context.store.count_engrams() == 0
+        assert memory.analysis_queue()["pending"] == 0
 
 
 def test_forget_drops_the_queued_analysis(settings):
-    with OpenAIStub(_answer, dims=64) as stub:
-        with Memory.open(_settings(settings, stub)) as memory:
-            stored = memory.store(CONTENT)
-            memory.forget(stored["id"])
-            assert memory.analysis_queue()["pending"] == 0
-            assert memory.enrich()["ran"] == {}
-            assert _chat_calls(stub) == 0
+    with OpenAIStub(_answer, dims=64) as stub, Memory.open(_settings(settings, stub)) as memory:
+        stored = memory.store(CONTENT)
+        memory.forget(stored["id"])
+        assert memory.analysis_queue()["pending"] == 0
+        assert memory.enrich()["ran"] == {}
+        assert _chat_calls(stub) == 0
 
 
 def test_without_a_model_nothing_is_queued_and_enrich_says_why(settings):
@@ -220,17 +227,16 @@ def test_the_model_names_the_memory_a_new_one_corrects(settings):
         earlier = [line.split(":", 1)[0] for line in listed.splitlines() if "standup" in line]
         return json.dumps({**LLM_ANALYSIS, "relations": [], "supersedes": earlier})
 
-    with OpenAIStub(answer, dims=64) as stub:
-        with Memory.open(_settings(settings, stub)) as memory:
-            old = memory.store("The team standup is at 9:30 every morning in room Ada")["id"]
-            memory.enrich()  # nothing earlier to correct
-            assert memory.context.store.get_engram(old).superseded_by == ""
-            new = memory.store("The team standup moved: it is at 10:00 every morning in room Ada")["id"]
-            memory.enrich()
-            assert memory.context.store.get_engram(old).superseded_by == new
-            ranked = memory.recall("when is the team standup?", include_superseded=True, limit=5)
-            ids = [r["id"] for r in ranked["results"]]
-            assert ids.index(new) < ids.index(old)
+    with OpenAIStub(answer, dims=64) as stub, Memory.open(_settings(settings, stub)) as memory:
+        old = memory.store("The team standup is at 9:30 every morning in room Ada")["id"]
+        memory.enrich()  # nothing earlier to correct
+        assert memory.context.store.get_engram(old).superseded_by == ""
+        new = memory.store("The team standup moved: it is at 10:00 every morning in room Ada")["id"]
+        memory.enrich()
+        assert memory.context.store.get_engram(old).superseded_by == new
+        ranked = memory.recall("when is the team standup?", include_superseded=True, limit=5)
+        ids = [r["id"] for r in ranked["results"]]
+        assert ids.index(new) < ids.index(old)
 
 
 def test_an_unknown_supersedes_id_stores_nothing(settings):
