@@ -325,7 +325,9 @@ class SmritiStore(BaseStore):
         entries_cache: dict[tuple[str, ...], dict[str, dict[str, str]]] = {}
         kept: list[tuple[Candidate, SearchItem]] = []
         try:
-            self._recall_graph.invoke({"query": op.query, "limit": pool}, config, context=search_context)
+            # Items are values under keys, not facts that correct each other: none is hidden.
+            query = {"query": op.query, "limit": pool, "include_superseded": True}
+            self._recall_graph.invoke(query, config, context=search_context)
             candidates = self._recall_graph.get_state(config).values.get("results", [])
             for candidate in candidates:
                 located = parse_source(candidate.source or "")

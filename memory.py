@@ -103,14 +103,21 @@ class Memory:
         if supersedes:
             payload["supersedes"] = supersedes
         self._check_space()
+        self._touch()
         # Atomic: the pipeline's nodes run in this thread (the graph is linear), so every
         # write they make joins this one transaction; a failure anywhere rolls all of it back,
         # and a killed process leaves the whole memory or none (on a transactional store).
         with self.context.write_lock, self.context.store.transaction():
             output = self.store_graph.invoke(payload, context=self.context)
         if self._worker is not None:
+            self._worker.touch()
             self._worker.notify()
         return output
+
+    def _touch(self) -> None:
+        """A foreground call: the analysis worker waits for a pause (pipelines/enrich.py)."""
+        if self._worker is not None:
+            self._worker.touch()
 
     # ------------------------------------------------------------------------- LLM analysis queue
     def enrich(
@@ -221,6 +228,7 @@ class Memory:
         ``include_superseded``; then they come back ranked below the current facts, with
         ``superseded_by`` set.
         """
+        self._touch()
         output = self.recall_graph.invoke(
             {
                 "query": query,
@@ -232,6 +240,7 @@ class Memory:
             },
             context=self.context,
         )
+        self._touch()
         result = output["result"]
         if explain:
             result = {**result, "trace": output["trace"]}

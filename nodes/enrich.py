@@ -126,11 +126,12 @@ def _prompt(engram: Engram, earlier: list[Engram]) -> str:
     return prompt
 
 
-def enrich_one(context: MemoryContext, job: Job, stopped: Any = None) -> Outcome:
+def enrich_one(context: MemoryContext, job: Job, stopped: Any = None, quiet: Any = None) -> Outcome:
     """Analyse the memory of ``job`` with the model and land it, or record the failure.
 
     ``stopped()`` (optional) is asked after the model answers and before anything is written:
-    a worker being shut down must not write into a store that is closing.
+    a worker being shut down must not write into a store that is closing. ``quiet()``
+    (optional) waits for a pause in foreground calls before the landing takes the write lock.
     """
     queue = AnalysisQueue(context.store)
     engram = context.store.get_engram(job.engram_id)
@@ -145,15 +146,20 @@ def enrich_one(context: MemoryContext, job: Job, stopped: Any = None) -> Outcome
     try:
         analysis = ask_structured(model, Enrichment, _prompt(engram, earlier))
     except Exception as error:  # any failure of the model counts an attempt; the memory stays
+        if stopped is not None and stopped():  # shutting down: the job stays as it was
+            return Outcome("stopped", job.engram_id)
         return _failed(context, queue, job, error)
+    if quiet is not None:
+        quiet()
     with context.write_lock:
         if stopped is not None and stopped():
             return Outcome("stopped", job.engram_id)
         with context.store.transaction():
-            if context.store.get_engram(job.engram_id) is None:
+            current = context.store.get_engram(job.engram_id)  # its tags may have been merged since
+            if current is None:
                 queue.finish(job.engram_id)
                 return Outcome("gone", job.engram_id)
-            _land(context, engram, analysis, {e.id for e in earlier})
+            _land(context, current, analysis, {e.id for e in earlier})
             queue.finish(job.engram_id)
     return Outcome("landed", job.engram_id)
 

@@ -6,6 +6,12 @@ One job at a time, the oldest due first (``nodes/enrich.py`` runs it). Calls are
 the one that got it (the limit is the endpoint's, not the memory's). The worker sleeps until
 the next job is due or a store wakes it, so an idle server costs one queue read per
 :data:`IDLE_POLL_SECONDS` (what another process sharing a Cypher database may have queued).
+
+Foreground calls come first: the worker starts a model call, and lands its answer, only once
+no store or recall has run for :data:`QUIET_SECONDS` (deferring at most
+:data:`MAX_DEFER_SECONDS`, so a long burst of stores still sees the queue move). Landing an
+analysis takes the write lock and ~20 ms of CPU (the chat client's parsing, relinking); an agent
+pauses seconds between tool calls, and the work fits in those pauses instead of in a store.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from smriti.stores.queue import AnalysisQueue
 log = logging.getLogger(__name__)
 
 IDLE_POLL_SECONDS = 5.0
+QUIET_SECONDS = 0.05
+MAX_DEFER_SECONDS = 10.0
 
 
 class Pacer:
@@ -48,9 +56,11 @@ def run_due(
     until_empty: bool = False,
     deadline: float | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
+    quiet: Callable[[], None] | None = None,
 ) -> Counter[str]:
     """Run due jobs until none is due (or, ``until_empty``, until no job is pending), ``stop``
-    is set or the monotonic ``deadline`` passes; returns how many ended each way."""
+    is set or the monotonic ``deadline`` passes; returns how many ended each way. ``quiet()``
+    (the worker's) waits for a pause in foreground calls before a model call and a landing."""
     queue = AnalysisQueue(context.store)
     done: Counter[str] = Counter()
     while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
@@ -67,7 +77,9 @@ def run_due(
         if (pause := pacer.wait_time()) > 0:
             stop.wait(_bounded(pause, deadline))
             continue
-        outcome = enrich_one(context, job, stopped=stop.is_set)
+        if quiet is not None:
+            quiet()
+        outcome = enrich_one(context, job, stopped=stop.is_set, quiet=quiet)
         pacer.called(outcome)
         done[outcome.status] += 1
         if on_outcome is not None:
@@ -90,6 +102,7 @@ class AnalysisWorker:
         self.pacer = Pacer(context.settings.analysis_rate_per_minute)
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._last_call = 0.0  # time.monotonic() of the last foreground call's start or end
         self._thread = threading.Thread(target=self._run, name="smriti-analysis", daemon=True)
 
     def start(self) -> None:
@@ -98,6 +111,20 @@ class AnalysisWorker:
     def notify(self) -> None:
         """A memory was queued: look now rather than at the next poll."""
         self._wake.set()
+
+    def touch(self) -> None:
+        """A foreground call (store, recall) starts or ends: background work waits for a pause."""
+        self._last_call = time.monotonic()
+
+    def wait_quiet(self) -> None:
+        """Wait until no foreground call ran for QUIET_SECONDS (at most MAX_DEFER_SECONDS)."""
+        give_up = time.monotonic() + MAX_DEFER_SECONDS
+        while not self._stop.is_set():
+            now = time.monotonic()
+            idle = now - self._last_call
+            if idle >= QUIET_SECONDS or now >= give_up:
+                return
+            self._stop.wait(QUIET_SECONDS - idle)
 
     def stop(self, timeout: float = 2.0) -> None:
         """Stop after the current call; a model call in flight is abandoned (its job stays queued)."""
@@ -111,9 +138,13 @@ class AnalysisWorker:
         while not self._stop.is_set():
             self._wake.clear()
             try:
-                run_due(self.context, self.pacer, self._stop)
+                run_due(self.context, self.pacer, self._stop, quiet=self.wait_quiet)
+                if self._stop.is_set():  # the store may be closing: read nothing more
+                    return
                 pending = queue.pending()
             except Exception:  # why: a failing store read must not end the worker for good
+                if self._stop.is_set():
+                    return
                 log.exception("the analysis worker failed; retrying in %.0f s", IDLE_POLL_SECONDS)
                 pending = []
             wait = IDLE_POLL_SECONDS
