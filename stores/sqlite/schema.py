@@ -136,6 +136,9 @@ DEFERRED_INDEXES = (
 )
 CREATE_INDEXES = [statement for statement in TABLES if statement.startswith("CREATE INDEX")]
 
+SUPERSEDED_INDEX = (
+    "CREATE INDEX IF NOT EXISTS engram_superseded ON engram (superseded_by) WHERE superseded_by <> ''"
+)
 ENGRAM_COLUMNS: tuple[str, ...] = ("id", *(name for name in ENGRAM_FIELDS if name != "id"))
 ENGRAM_SELECT = ", ".join(f"e.{name}" for name in ENGRAM_COLUMNS)
 INSERT_ENGRAM = (
@@ -251,6 +254,9 @@ def migrate(conn: Any, dims: int, path: Path) -> list[str]:
     if "superseded_by" not in engram_columns:  # a file written before corrections existed
         conn("ALTER TABLE engram ADD COLUMN superseded_by TEXT NOT NULL DEFAULT ''")
         changes.append("engram.superseded_by added")
+    # Forget asks which memories a memory superseded: without an index that read every row's
+    # overflow pages (the column lies past the embedding BLOB). Partial: only corrected ones.
+    conn(SUPERSEDED_INDEX)
     meta = dict(
         conn("SELECT key, value FROM meta WHERE key IN ('schema_version', 'embedding_dims')").fetchall()
     )

@@ -25,6 +25,7 @@ def test_an_older_sqlite_file_gains_superseded_by(settings):
     path = store.path
     store.close()
     with sqlite3.connect(path) as conn:  # the file as the previous version wrote it
+        conn.execute("DROP INDEX engram_superseded")
         conn.execute("ALTER TABLE engram DROP COLUMN superseded_by")
         assert "superseded_by" not in {row[1] for row in conn.execute("PRAGMA table_info(engram)")}
 
