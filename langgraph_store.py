@@ -345,7 +345,10 @@ class SmritiStore(BaseStore):
             page = kept[op.offset : op.offset + op.limit]
             if self.reinforce and page:
                 # Resume the recall graph on just this page: its own reinforce node runs.
-                self._recall_graph.update_state(config, {"results": [c for c, _ in page]}, as_node="score")
+                # (as the node just before reinforce, where the graph was interrupted)
+                self._recall_graph.update_state(
+                    config, {"results": [c for c, _ in page]}, as_node="demote_superseded"
+                )
                 self._recall_graph.invoke(None, config, context=search_context)
         finally:
             self._recall_saver.delete_thread(config["configurable"]["thread_id"])
