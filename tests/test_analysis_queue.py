@@ -262,3 +262,20 @@ def test_retry_after_and_backoff_rules():
     assert retry_after(Failure({"retry-after": "Thu, 03 Dec 2026 12:00:30 GMT"}), now) == 30.0
     assert retry_after(Failure({}), now) is None and retry_after(ValueError(), now) is None
     assert [backoff(n, 5.0, 30.0) for n in (1, 2, 3, 4, 5)] == [5.0, 10.0, 20.0, 30.0, 30.0]
+
+
+@pytest.mark.parametrize("db_type", ["sqlite", "kuzu"])
+def test_landing_and_detected_corrections_on_each_embedded_backend(settings, db_type):
+    with (
+        OpenAIStub(_answer, dims=64) as stub,
+        Memory.open(_settings(settings, stub, db_type=db_type)) as memory,
+    ):
+        old = memory.store("Alice prefers pgvector for RAG projects")["id"]
+        new = memory.store("Alice now prefers Qdrant for RAG projects")
+        assert new["superseded"] == [old]
+        assert memory.enrich()["ran"] == {"landed": 2}
+        assert memory.context.store.get_engram(old).superseded_by == new["id"]  # kept by the landing
+        for engram_id in (old, new["id"]):
+            assert _cues(memory, engram_id) == [("pgvector", "technology"), ("priya", "person")]
+        found = memory.recall("Alice RAG projects", limit=5)
+        assert old not in [r["id"] for r in found["results"]]
