@@ -126,8 +126,12 @@ class AnalysisWorker:
                 return
             self._stop.wait(QUIET_SECONDS - idle)
 
-    def stop(self, timeout: float = 2.0) -> None:
-        """Stop after the current call; a model call in flight is abandoned (its job stays queued)."""
+    def stop(self, timeout: float = 0.5) -> None:
+        """Stop after the current call; a model call in flight is abandoned (its job stays queued).
+
+        Not joined for long: once stopped the thread writes nothing (it checks under the write
+        lock), so a hanging endpoint does not hold a shutdown up; the thread is a daemon.
+        """
         self._stop.set()
         self._wake.set()
         if self._thread.is_alive():

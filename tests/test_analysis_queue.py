@@ -279,3 +279,21 @@ def test_landing_and_detected_corrections_on_each_embedded_backend(settings, db_
             assert _cues(memory, engram_id) == [("pgvector", "technology"), ("priya", "person")]
         found = memory.recall("Alice RAG projects", limit=5)
         assert old not in [r["id"] for r in found["results"]]
+
+
+def test_closing_with_a_call_in_flight_is_quick_and_keeps_the_job(settings):
+    with OpenAIStub(lambda p: Reply(hang=True), dims=64) as stub:
+        cfg = _settings(settings, stub, llm_timeout=30.0)
+        memory = Memory.open(cfg)
+        assert memory.start_analysis_worker()
+        stored = memory.store(CONTENT)
+        deadline = time.monotonic() + 10
+        while not stub.chat_times and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert stub.chat_times  # the worker is waiting for the model
+        started = time.perf_counter()
+        memory.close()
+        assert time.perf_counter() - started < 1.5
+        with Memory.open(cfg) as reopened:
+            job = AnalysisQueue(reopened.context.store).get(stored["id"])
+            assert job is not None and job.status == "pending" and job.attempts == 0
