@@ -8,7 +8,11 @@ local OpenAI-compatible stub (``tests/openai_stub.py``) answering every chat req
 stores go on. Runs alternate (no LLM, LLM, no LLM, LLM, ...) on fresh stores so a change in
 the machine's load hits both alike; the p50 of each configuration pools its rounds.
 
-    .venv/bin/python -m bench.store_llm [--memories 150] [--rounds 2] [--delay 2]
+    .venv/bin/python -m bench.store_llm [--memories 150] [--rounds 2] [--delay 2] [--pause 0]
+
+``--pause`` is the client's think time between two stores: 0 is a burst (the worker defers to
+the stores, at most 10 s at a time); an agent pauses between tool calls, and with a pause the
+analyses land between and during the stores measured.
 """
 
 from __future__ import annotations
@@ -84,7 +88,7 @@ def server_env(storage: Path, dims: int, llm_url: str | None) -> dict[str, str]:
     return env
 
 
-async def run_session(env: dict[str, str], texts: list[str]) -> dict[str, Any]:
+async def run_session(env: dict[str, str], texts: list[str], pause: float) -> dict[str, Any]:
     params = StdioServerParameters(command=sys.executable, args=["-m", "smriti.server"], env=env)
     samples: list[float] = []
     async with Client(stdio_client(params)) as client:
@@ -94,6 +98,8 @@ async def run_session(env: dict[str, str], texts: list[str]) -> dict[str, Any]:
             samples.append((time.perf_counter() - started) * 1000.0)
             if result.is_error:
                 raise RuntimeError(f"store failed: {result.content}")
+            if pause:
+                await anyio.sleep(pause)
         stats = await client.call_tool("smriti_manage", {"action": "stats"})
         queue = stats.structured_content["details"].get("analysis_queue", {})
     return {"samples": samples, "queue": queue}
@@ -106,6 +112,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--delay", type=float, default=2.0, help="seconds the stub takes per chat answer")
     parser.add_argument("--dims", type=int, default=1536)
     parser.add_argument("--warmup", type=int, default=5, help="first stores of each run left out")
+    parser.add_argument("--pause", type=float, default=0.0, help="seconds between two stores")
     parser.add_argument("--no-write", action="store_true", help="print, do not update bench/RESULTS.md")
     args = parser.parse_args(argv)
 
@@ -120,7 +127,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for name, url in (("no LLM", None), ("LLM (stub, queued)", stub.base_url)):
                 storage = Path(work) / f"{round_no}-{'llm' if url else 'plain'}"
                 calls_before = len(stub.chat_times)
-                run = anyio.run(run_session, server_env(storage, args.dims, url), texts)
+                run = anyio.run(run_session, server_env(storage, args.dims, url), texts, args.pause)
                 kept = run["samples"][args.warmup :]
                 pooled[name] += kept
                 summary = latency_summary(kept)
@@ -138,7 +145,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         command_line("bench.store_llm", argv),
         f"sqlite store, MCP over stdio (`python -m smriti.server`), HashingEmbeddings({args.dims}), "
         f"{args.memories} stores per run after {args.warmup} warm-up stores, "
-        f"{args.rounds} rounds alternated; "
+        f"{args.rounds} rounds alternated, {args.pause:g} s between two stores; "
         f"the LLM is tests/openai_stub.py answering each chat request in {args.delay:g} s "
         "(ANALYSIS_RATE_PER_MINUTE=60, the default)",
     )
@@ -169,13 +176,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     body += (
         "\n\nBefore the queue a store waited for the model: at least the stub's 2 s per store "
         "(92 s with a hanging endpoint and the default 30 s timeout and 2 retries). Now the "
-        "analyses land in the background, one call at a time and at most 60 a minute, while the "
-        "session goes on; what is still queued at the end of a run is analysed afterwards.\n"
+        "analyses run in the background, one call at a time, at most 60 a minute, and only after "
+        "50 ms without a store or recall (deferring at most 10 s): in a burst of stores (no pause) "
+        "few land during the run, with a pause they land between the stores; what is still "
+        "queued when a run ends is analysed afterwards (and after a restart).\n"
     )
     if args.no_write:
         print(body)
     else:
-        write_section("store-llm", "Store latency with an LLM configured (issue 15)", body)
+        name, title = "store-llm", "Store latency with an LLM configured (issue 15)"
+        if args.pause:
+            name, title = "store-llm-paused", f"{title}, {args.pause:g} s between stores"
+        write_section(name, title, body)
     return {"no_llm": plain, "llm": llm, "ratio": ratio}
 
 
