@@ -5,8 +5,9 @@ Measured as users run it: a ``smriti-mcp`` process per run, a real MCP client se
 stdio, one store after another, cue-rich memories, 1,536-dim hashing embeddings. The LLM is the
 local OpenAI-compatible stub (``tests/openai_stub.py``) answering every chat request after
 ``--delay`` seconds (2 s by default), over HTTP; its analysis lands from the queue while the
-stores go on. Runs alternate (no LLM, LLM, no LLM, LLM, ...) on fresh stores so a change in
-the machine's load hits both alike; the p50 of each configuration pools its rounds.
+stores go on. Each round starts both servers on fresh stores and sends every memory to one and
+then the other (which goes first alternates), so a change in the machine's load hits both
+configurations alike; the p50 of each configuration pools its rounds.
 
     .venv/bin/python -m bench.store_llm [--memories 150] [--rounds 2] [--delay 2] [--pause 0]
 
@@ -23,6 +24,7 @@ import random
 import sys
 import tempfile
 import time
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -88,27 +90,36 @@ def server_env(storage: Path, dims: int, llm_url: str | None) -> dict[str, str]:
     return env
 
 
-async def run_session(env: dict[str, str], texts: list[str], pause: float) -> dict[str, Any]:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "smriti.server"], env=env)
-    samples: list[float] = []
-    async with Client(stdio_client(params)) as client:
-        for text in texts:
-            started = time.perf_counter()
-            result = await client.call_tool("smriti_store", {"content": text, "importance": 0.6})
-            samples.append((time.perf_counter() - started) * 1000.0)
-            if result.is_error:
-                raise RuntimeError(f"store failed: {result.content}")
+async def run_pair(envs: dict[str, dict[str, str]], texts: list[str], pause: float) -> dict[str, Any]:
+    """Both servers at once, one store to each in turn (the first alternating): a change in the
+    machine's load hits both configurations alike, store by store."""
+    samples: dict[str, list[float]] = {name: [] for name in envs}
+    queues: dict[str, Any] = {}
+    async with AsyncExitStack() as stack:
+        clients = {}
+        for name, env in envs.items():
+            params = StdioServerParameters(command=sys.executable, args=["-m", "smriti.server"], env=env)
+            clients[name] = await stack.enter_async_context(Client(stdio_client(params)))
+        names = list(envs)
+        for i, text in enumerate(texts):
+            for name in names if i % 2 == 0 else names[::-1]:
+                started = time.perf_counter()
+                result = await clients[name].call_tool("smriti_store", {"content": text, "importance": 0.6})
+                samples[name].append((time.perf_counter() - started) * 1000.0)
+                if result.is_error:
+                    raise RuntimeError(f"store failed: {result.content}")
             if pause:
                 await anyio.sleep(pause)
-        stats = await client.call_tool("smriti_manage", {"action": "stats"})
-        queue = stats.structured_content["details"].get("analysis_queue", {})
-    return {"samples": samples, "queue": queue}
+        for name, client in clients.items():
+            stats = await client.call_tool("smriti_manage", {"action": "stats"})
+            queues[name] = stats.structured_content["details"].get("analysis_queue", {})
+    return {"samples": samples, "queues": queues}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=150, help="stores per run")
-    parser.add_argument("--rounds", type=int, default=2, help="runs per configuration, alternated")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds (a pair of fresh servers each)")
     parser.add_argument("--delay", type=float, default=2.0, help="seconds the stub takes per chat answer")
     parser.add_argument("--dims", type=int, default=1536)
     parser.add_argument("--warmup", type=int, default=5, help="first stores of each run left out")
@@ -124,16 +135,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     started = time.monotonic()
     with OpenAIStub(stub_reply(args.delay), dims=args.dims) as stub, tempfile.TemporaryDirectory() as work:
         for round_no in range(1, args.rounds + 1):
-            for name, url in (("no LLM", None), ("LLM (stub, queued)", stub.base_url)):
-                storage = Path(work) / f"{round_no}-{'llm' if url else 'plain'}"
-                calls_before = len(stub.chat_times)
-                run = anyio.run(run_session, server_env(storage, args.dims, url), texts, args.pause)
-                kept = run["samples"][args.warmup :]
+            envs = {
+                name: server_env(Path(work) / f"{round_no}-{n}", args.dims, url)
+                for n, (name, url) in enumerate((("no LLM", None), ("LLM (stub, queued)", stub.base_url)))
+            }
+            calls_before = len(stub.chat_times)
+            run = anyio.run(run_pair, envs, texts, args.pause)
+            landed = len(stub.chat_times) - calls_before
+            for name in envs:
+                kept = run["samples"][name][args.warmup :]
                 pooled[name] += kept
                 summary = latency_summary(kept)
-                landed = len(stub.chat_times) - calls_before
+                calls = landed if name != "no LLM" else 0
                 rounds.append(
-                    [round_no, name, summary["p50"], summary["p95"], landed, run["queue"].get("pending", "-")]
+                    [
+                        round_no,
+                        name,
+                        summary["p50"],
+                        summary["p95"],
+                        calls,
+                        run["queues"][name].get("pending", "-"),
+                    ]
                 )
                 print(
                     f"round {round_no} {name}: p50 {summary['p50']:.2f} ms, p95 {summary['p95']:.2f} ms",
@@ -145,7 +167,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         command_line("bench.store_llm", argv),
         f"sqlite store, MCP over stdio (`python -m smriti.server`), HashingEmbeddings({args.dims}), "
         f"{args.memories} stores per run after {args.warmup} warm-up stores, "
-        f"{args.rounds} rounds alternated, {args.pause:g} s between two stores; "
+        f"{args.rounds} rounds, each store sent to both servers in turn, "
+        f"{args.pause:g} s between two stores; "
         f"the LLM is tests/openai_stub.py answering each chat request in {args.delay:g} s "
         "(ANALYSIS_RATE_PER_MINUTE=60, the default)",
     )
