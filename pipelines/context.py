@@ -48,8 +48,10 @@ def build_context(
     )
     from smriti.stores import make_store
 
-    chat = llm if llm is not None else build_chat_model(settings)
-    # The queue retries with backoff and Retry-After itself: its model makes one try per call.
+    # ``llm`` answers recall's query parsing, interactively: LLM_QUERY_TIMEOUT per try. The
+    # analysis queue's model takes LLM_TIMEOUT and one try per call (the queue retries itself,
+    # with backoff and Retry-After).
+    chat = llm if llm is not None else build_chat_model(settings, timeout=settings.llm_query_timeout)
     analyst = None if llm is not None or chat is None else build_chat_model(settings, max_retries=0)
     embeddings = embedder if embedder is not None else build_embedder(settings)
     if llm is None and embedder is None and (notice := offline_notice(settings)):

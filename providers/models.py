@@ -25,10 +25,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def build_chat_model(settings: Settings, max_retries: int | None = None) -> BaseChatModel | None:
+def build_chat_model(
+    settings: Settings, max_retries: int | None = None, timeout: float | None = None
+) -> BaseChatModel | None:
     """The configured chat model, or None for offline heuristic analysis.
 
-    ``max_retries`` overrides LLM_MAX_RETRIES (the analysis queue retries by itself).
+    ``max_retries`` and ``timeout`` override LLM_MAX_RETRIES and LLM_TIMEOUT (the analysis
+    queue retries by itself; recall's query parsing waits LLM_QUERY_TIMEOUT at most).
     """
     provider = settings.llm_provider
     if provider == "heuristic" or (provider == "auto" and settings.llm_api_key is None):
@@ -39,7 +42,7 @@ def build_chat_model(settings: Settings, max_retries: int | None = None) -> Base
         model=settings.llm_model,
         base_url=settings.llm_base_url,
         api_key=settings.llm_api_key,
-        timeout=settings.llm_timeout,
+        timeout=settings.llm_timeout if timeout is None else timeout,
         max_retries=settings.llm_max_retries if max_retries is None else max_retries,
         temperature=0,
     )

@@ -297,3 +297,16 @@ def test_closing_with_a_call_in_flight_is_quick_and_keeps_the_job(settings):
         with Memory.open(cfg) as reopened:
             job = AnalysisQueue(reopened.context.store).get(stored["id"])
             assert job is not None and job.status == "pending" and job.attempts == 0
+
+
+def test_a_hanging_model_delays_a_recall_by_the_query_timeout_at_most(settings):
+    with (
+        OpenAIStub(lambda p: Reply(hang=True), dims=64) as stub,
+        Memory.open(_settings(settings, stub, llm_query_timeout=0.5, llm_max_retries=0)) as memory,
+    ):
+        stored = memory.store(CONTENT)
+        started = time.perf_counter()
+        found = memory.recall("Priya pgvector")
+        assert time.perf_counter() - started < 2.0  # LLM_TIMEOUT is 5 s here
+        assert found["results"][0]["id"] == stored["id"]  # parsed offline
+        assert _chat_calls(stub) == 1
