@@ -169,6 +169,9 @@ def store(
     occurred_at: Annotated[
         str, typer.Option("--occurred-at", help="When it happened: ISO 8601 date or date-time.")
     ] = "",
+    supersedes: Annotated[
+        str, typer.Option(help="Id of an older memory this one corrects (kept, marked superseded).")
+    ] = "",
     as_json: JsonFlag = False,
 ) -> None:
     """Remember something."""
@@ -180,8 +183,15 @@ def store(
         importance = check_importance(importance)
         when = check_occurred_at(occurred_at)
         with _runtime(ctx, settings=settings) as runtime:
+            if supersedes:
+                supersedes = runtime.memory.resolve_id(supersedes)
             stored = runtime.memory.store(
-                content, importance=importance, tags=tags, source=source, occurred_at=when
+                content,
+                importance=importance,
+                tags=tags,
+                source=source,
+                occurred_at=when,
+                supersedes=supersedes,
             )
     stored = {k: v for k, v in stored.items() if k != "trace"}
     if as_json:
@@ -192,15 +202,34 @@ def store(
         f"{verb} [cyan]{stored['id']}[/cyan] ({stored['memory_type']}, cluster {stored['cluster_id']})"
     )
     out().print(f"cues: {cues}", markup=False)
+    for old in stored.get("superseded", []):
+        out().print(f"supersedes [cyan]{old}[/cyan]")
+    if stored.get("analysis_queued"):
+        out().print("LLM analysis queued: the server analyses it in the background, or run `smriti enrich`")
 
 
-def _recall(ctx: typer.Context, query: str, limit: int, mode: str, memory_type: str | None, explain: bool):
+def _recall(
+    ctx: typer.Context,
+    query: str,
+    limit: int,
+    mode: str,
+    memory_type: str | None,
+    explain: bool,
+    include_superseded: bool = False,
+):
     from smriti.validators import check_limit
 
     settings = _settings(ctx)
     check_limit(limit, settings.memory_fabric_max_results)
     with _runtime(ctx, settings=settings) as runtime:
-        return runtime.memory.recall(query, limit=limit, mode=mode, memory_type=memory_type, explain=explain)
+        return runtime.memory.recall(
+            query,
+            limit=limit,
+            mode=mode,
+            memory_type=memory_type,
+            explain=explain,
+            include_superseded=include_superseded,
+        )
 
 
 @app.command()
@@ -211,11 +240,14 @@ def recall(
     mode: Annotated[Mode, typer.Option(help="recall (deep), search (vector only) or list.")] = "recall",
     memory_type: Annotated[MemoryType | None, typer.Option("--type", help="Filter by memory type.")] = None,
     explain: Annotated[bool, typer.Option(help="Show the trace per pipeline node.")] = False,
+    include_superseded: Annotated[
+        bool, typer.Option(help="Also show memories corrected by a newer one (ranked below it).")
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Recall memories (the unified result format)."""
     with _handled():
-        result = _recall(ctx, query, limit, mode, memory_type, explain)
+        result = _recall(ctx, query, limit, mode, memory_type, explain, include_superseded)
     if as_json:
         return print_json(result)
     console = out()
@@ -292,6 +324,32 @@ def stats(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     if as_json:
         return print_json(status)
     out().print(mapping_table(f"memory of {status.get('user')}", status))
+
+
+@app.command()
+def enrich(
+    ctx: typer.Context,
+    wait: Annotated[
+        bool, typer.Option(help="Keep going until nothing is pending (waiting out retry backoffs).")
+    ] = False,
+    timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds.")] = None,
+    retry_failed: Annotated[bool, typer.Option(help="Put parked (failed) memories back first.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run the queued LLM analyses now (a running server does this in the background)."""
+    with _handled(), _runtime(ctx) as runtime:
+        if isinstance(runtime, SharedRuntime):  # it drains the queue itself, in the background
+            raise runtime.refuse("enrich")
+        report = runtime.memory.enrich(wait=wait, timeout=timeout, retry_failed=retry_failed)
+    if as_json:
+        return print_json(report)
+    ran = ", ".join(f"{n} {status}" for status, n in sorted(report["ran"].items())) or "nothing due"
+    queue = report["queue"]
+    console = out()
+    console.print(f"analysed: {ran}; {queue['pending']} pending, {queue['failed']} failed (parked)")
+    for parked in queue["failed_memories"]:
+        line = f"  parked {parked['id']} after {parked['attempts']} attempts: {parked['error']}"
+        console.print(line, markup=False)
 
 
 @app.command("export")

@@ -44,10 +44,13 @@ class SharedMemory:
         tags: str = "",
         source: str = "",
         occurred_at: datetime | None = None,
+        supersedes: str = "",
     ) -> dict[str, Any]:
         arguments = {"content": content, "importance": importance, "tags": tags, "source": source}
         if occurred_at is not None:
             arguments["occurred_at"] = occurred_at.isoformat()
+        if supersedes:
+            arguments["supersedes"] = supersedes
         return self._tool("smriti_store", arguments)
 
     def recall(
@@ -57,6 +60,7 @@ class SharedMemory:
         mode: str = "recall",
         memory_type: str | None = None,
         explain: bool = False,
+        include_superseded: bool = False,
     ) -> dict[str, Any]:
         arguments = {
             "query": query,
@@ -64,6 +68,7 @@ class SharedMemory:
             "mode": mode,
             "memory_type": memory_type,
             "explain": explain,
+            "include_superseded": include_superseded,
         }
         return self._tool("smriti_recall", arguments)
 

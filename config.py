@@ -71,6 +71,15 @@ class Settings(BaseSettings):
     llm_model: str = "gpt-4o-mini"
     llm_timeout: float = Field(default=30.0, gt=0)
     llm_max_retries: int = Field(default=2, ge=0, le=10)
+    # Recall is interactive: its query parsing waits at most this long per try, then parses offline.
+    llm_query_timeout: float = Field(default=5.0, gt=0)
+    # The LLM analysis queue (stores/queue.py, nodes/enrich.py): a store answers after the
+    # offline analysis; the LLM's runs in the background, retried, then parked.
+    analysis_max_attempts: int = Field(default=5, ge=1, le=100)
+    analysis_backoff_seconds: float = Field(default=5.0, gt=0)
+    analysis_backoff_max_seconds: float = Field(default=600.0, gt=0)
+    analysis_rate_per_minute: float = Field(default=60.0, ge=0)  # 0: no limit
+    analysis_worker: bool = True  # the server drains the queue in a background thread
 
     embedding_provider: Literal["auto", "openai", "local", "hashing"] = Field(
         default="auto",

@@ -325,7 +325,9 @@ class SmritiStore(BaseStore):
         entries_cache: dict[tuple[str, ...], dict[str, dict[str, str]]] = {}
         kept: list[tuple[Candidate, SearchItem]] = []
         try:
-            self._recall_graph.invoke({"query": op.query, "limit": pool}, config, context=search_context)
+            # Items are values under keys, not facts that correct each other: none is hidden.
+            query = {"query": op.query, "limit": pool, "include_superseded": True}
+            self._recall_graph.invoke(query, config, context=search_context)
             candidates = self._recall_graph.get_state(config).values.get("results", [])
             for candidate in candidates:
                 located = parse_source(candidate.source or "")
@@ -343,7 +345,10 @@ class SmritiStore(BaseStore):
             page = kept[op.offset : op.offset + op.limit]
             if self.reinforce and page:
                 # Resume the recall graph on just this page: its own reinforce node runs.
-                self._recall_graph.update_state(config, {"results": [c for c, _ in page]}, as_node="score")
+                # (as the node just before reinforce, where the graph was interrupted)
+                self._recall_graph.update_state(
+                    config, {"results": [c for c, _ in page]}, as_node="demote_superseded"
+                )
                 self._recall_graph.invoke(None, config, context=search_context)
         finally:
             self._recall_saver.delete_thread(config["configurable"]["thread_id"])

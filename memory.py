@@ -31,6 +31,7 @@ class Memory:
 
     def __init__(self, context: MemoryContext) -> None:
         self.context = context
+        self._worker: Any = None  # the analysis worker, when started (start_analysis_worker)
 
     # The graphs are imported at first use: LangGraph takes ~1 s to import, which a command that
     # runs no graph (import, export, stats) need not wait for.
@@ -81,12 +82,19 @@ class Memory:
         source: str = "",
         created_at: datetime | None = None,
         occurred_at: datetime | None = None,
+        supersedes: str = "",
     ) -> dict[str, Any]:
         """Remember ``content``; returns id, memory_type, cues, cluster_id, deduplicated and trace.
 
         ``occurred_at`` is when the remembered event happened (the memory's time, which recall's
         time windows and recency read); ``created_at`` sets the store time too (imports and
         simulations that replay a past timeline).
+        ``supersedes`` names an older memory this one corrects (it is marked ``superseded_by``
+        the new one). With a chat model configured the memory is stored with the offline
+        analysis and the model's analysis is queued (:meth:`enrich`, or the server's worker).
+
+        Raises:
+            NotFound: ``supersedes`` names no memory (nothing is stored).
         """
         payload: dict[str, Any] = {
             "content": content,
@@ -98,12 +106,59 @@ class Memory:
             payload["created_at"] = created_at.isoformat()
         if occurred_at is not None:
             payload["occurred_at"] = occurred_at.isoformat()
+        if supersedes:
+            payload["supersedes"] = supersedes
         self._check_space()
+        self._touch()
         # Atomic: the pipeline's nodes run in this thread (the graph is linear), so every
         # write they make joins this one transaction; a failure anywhere rolls all of it back,
         # and a killed process leaves the whole memory or none (on a transactional store).
         with self.context.write_lock, self.context.store.transaction():
-            return self.store_graph.invoke(payload, context=self.context)
+            output = self.store_graph.invoke(payload, context=self.context)
+        if self._worker is not None:
+            self._worker.touch()
+            self._worker.notify()
+        return output
+
+    def _touch(self) -> None:
+        """A foreground call: the analysis worker waits for a pause (pipelines/enrich.py)."""
+        if self._worker is not None:
+            self._worker.touch()
+
+    # ------------------------------------------------------------------------- LLM analysis queue
+    def enrich(
+        self, wait: bool = False, timeout: float | None = None, retry_failed: bool = False
+    ) -> dict[str, Any]:
+        """Run the queued LLM analyses that are due now (``wait``: until none is pending).
+
+        ``retry_failed`` first puts parked memories back in the queue. Returns the counts of
+        what ran and the queue after it (see :func:`smriti.pipelines.enrich.drain`).
+
+        Raises:
+            InvalidInput: no chat model is configured (LLM_API_KEY), so nothing can be analysed.
+        """
+        from smriti.pipelines.enrich import drain
+
+        if self.context.llm is None and self.context.analyst is None:
+            raise InvalidInput("no LLM is configured (set LLM_API_KEY): the queued analyses cannot run")
+        return drain(self.context, wait=wait, timeout=timeout, retry_failed=retry_failed)
+
+    def start_analysis_worker(self) -> bool:
+        """Drain the analysis queue in a background thread (what the server does); False when
+        no chat model is configured. Stopped by :meth:`close`."""
+        from smriti.pipelines.enrich import AnalysisWorker
+
+        if self._worker is not None or (self.context.llm is None and self.context.analyst is None):
+            return self._worker is not None
+        self._worker = AnalysisWorker(self.context)
+        self._worker.start()
+        return True
+
+    def analysis_queue(self) -> dict[str, Any]:
+        """The queue: pending and failed (parked) counts, the next due time, parked memories' errors."""
+        from smriti.stores.queue import AnalysisQueue
+
+        return AnalysisQueue(self.context.store).summary()
 
     def forget(self, memory_id: str) -> dict[str, Any]:
         """Delete one memory of this user.
@@ -171,12 +226,27 @@ class Memory:
         mode: str = "recall",
         memory_type: str | None = None,
         explain: bool = False,
+        include_superseded: bool = False,
     ) -> dict[str, Any]:
-        """Recall memories in the unified result format (with the trace when ``explain``)."""
+        """Recall memories in the unified result format (with the trace when ``explain``).
+
+        Superseded memories (corrected by a newer one) are left out unless
+        ``include_superseded``; then they come back ranked below the current facts, with
+        ``superseded_by`` set.
+        """
+        self._touch()
         output = self.recall_graph.invoke(
-            {"query": query, "limit": limit, "mode": mode, "memory_type": memory_type, "explain": explain},
+            {
+                "query": query,
+                "limit": limit,
+                "mode": mode,
+                "memory_type": memory_type,
+                "explain": explain,
+                "include_superseded": include_superseded,
+            },
             context=self.context,
         )
+        self._touch()
         result = output["result"]
         if explain:
             result = {**result, "trace": output["trace"]}
@@ -185,7 +255,7 @@ class Memory:
     def stats(self) -> dict[str, Any]:
         from dataclasses import asdict
 
-        return asdict(self.context.store.stats())
+        return {**asdict(self.context.store.stats()), "analysis_queue": self.analysis_queue()}
 
     # ------------------------------------------------------------------------- portability
     def export_records(self) -> Iterator[dict[str, Any]]:
@@ -225,6 +295,12 @@ class Memory:
             check_free_space(path, self.context.settings.min_free_disk_mb)
 
     def close(self) -> None:
+        if self._worker is not None:
+            self._worker.stop()
+            # A barrier, not a hold (closing takes the lock itself, in the reinforcer): a worker
+            # landing an analysis finishes first; one answering later sees it was stopped.
+            with self.context.write_lock:
+                pass
         self.context.close()
 
     def __enter__(self) -> Memory:

@@ -169,6 +169,9 @@ async def smriti_store(
         Field(description="When the event happened, ISO 8601 date or date-time (default: now)"),
     ] = "",
     explain: Annotated[bool, Field(description="Add the per-step trace of the store pipeline")] = False,
+    supersedes: Annotated[
+        str, Field(description="Id of an older memory this one corrects (it is kept, marked superseded)")
+    ] = "",
 ) -> Annotated[CallToolResult, StoreResult]:
     runtime = await _runtime(ctx)
     _check(check_content, content, runtime.settings.max_content_chars)
@@ -182,8 +185,12 @@ async def smriti_store(
         tags=tags,
         source=source,
         occurred_at=when,
+        supersedes=supersedes,
     )
-    payload = {key: stored[key] for key in StoreResult.__annotations__ if key != "trace"}
+    payload = {key: stored[key] for key in ("id", "memory_type", "cues", "cluster_id", "deduplicated")}
+    # A near-duplicate ends the store before these steps: it superseded nothing, queued nothing.
+    payload["superseded"] = list(stored.get("superseded", []))
+    payload["analysis_queued"] = bool(stored.get("analysis_queued", False))
     payload["cues"] = [{"name": c["name"], "type": c.get("type", "keyword")} for c in stored["cues"]]
     if explain:
         payload["trace"] = stored["trace"]
@@ -200,6 +207,9 @@ async def smriti_recall(
     ] = "recall",
     memory_type: Annotated[MemoryType | None, Field(description="Filter: only memories of this type")] = None,
     explain: Annotated[bool, Field(description="Add the per-step trace and score components")] = False,
+    include_superseded: Annotated[
+        bool, Field(description="Also return memories a newer one corrected (ranked below, marked)")
+    ] = False,
 ) -> Annotated[CallToolResult, RecallResult]:
     runtime = await _runtime(ctx)
     _check(check_mode, mode)
@@ -213,6 +223,7 @@ async def smriti_recall(
         mode=mode,
         memory_type=type_filter,
         explain=explain,
+        include_superseded=include_superseded,
     )
     return _result(result)
 
@@ -362,6 +373,9 @@ def _start_background(tasks: anyio.abc.TaskGroup, runtime: Runtime) -> None:
     # The vector cache loads while the client's handshake runs, instead of on its first
     # recall (measured at 10k: 370 ms of a first recall; at 100k: seconds).
     threading.Thread(target=_warm, args=(runtime,), name="smriti-warm", daemon=True).start()
+    # LLM analyses queued by stores (and left by an earlier run) are drained in the background.
+    if settings.analysis_worker and runtime.memory.start_analysis_worker():
+        logger.info("LLM analysis runs in the background: %s", runtime.memory.analysis_queue())
     if settings.consolidation_interval > 0:
         tasks.start_soon(_every, settings.consolidation_interval, "consolidation", runtime.consolidate)
     if runtime.backup is not None and settings.backup_sync_interval > 0:

@@ -26,6 +26,8 @@ class StoreResult(TypedDict):
     cues: list[Cue]
     cluster_id: int
     deduplicated: bool
+    superseded: list[str]  # older memories this one corrects (marked superseded_by it)
+    analysis_queued: bool  # the LLM's analysis runs in the background and replaces the cues
     trace: NotRequired[list[TraceStep]]  # with explain: what each store step did
 
 
@@ -47,6 +49,7 @@ class RecallItem(TypedDict):
     memory_type: str
     cluster_id: int
     metadata: dict[str, Any]
+    superseded_by: NotRequired[str]  # the newer memory that corrects this one (include_superseded)
     components: NotRequired[dict[str, float]]
 
 
@@ -91,10 +94,14 @@ Args:
     never be lost, such as explicit user instructions; important memories are never pruned).
   tags: optional comma-separated labels, e.g. "project-x,database".
   source: optional origin label, e.g. "meeting-notes" or "user".
+  supersedes: optional id of an older memory this one corrects (e.g. a changed preference);
+    the older one is kept but marked superseded, and recall returns the new one. Corrections
+    of the same subject and relation are also detected on their own.
 
 Returns the memory id, its detected type (episodic, semantic or procedural), the cues
 (entities and keywords) it was linked through, its topic cluster, and whether it merged
-into an almost identical existing memory (deduplicated) instead of creating a copy."""
+into an almost identical existing memory (deduplicated) instead of creating a copy, the
+older memories it superseded, and whether a model's analysis of it is queued."""
 
 RECALL_DESCRIPTION = """Look up what you remember ("what do I know about X?").
 
@@ -116,6 +123,8 @@ Args:
   mode: recall, search or list.
   memory_type: optional filter: episodic (events), semantic (facts) or procedural (how-tos).
   explain: true adds the per-step trace and each score's components (for debugging).
+  include_superseded: true also returns memories corrected by a newer one, ranked below it
+    and marked with superseded_by (default: only current facts).
 
 Returns {query, total_results, sources (results by source), retrieval_paths, results: [{id,
 text, score, source, timestamp, entities, graph_relations, memory_type, cluster_id,
@@ -131,7 +140,7 @@ Actions:
   sync: push the memory database to the configured backup now (fails when BACKUP_TYPE=none).
   consolidate: run maintenance now (decay, prune weak memories, strengthen frequently used
     ones, recluster topics, build indexes); it also runs periodically on its own.
-  stats: counts of memories, cues, associations and clusters, index state, models in use
-    and backup status.
+  stats: counts of memories, cues, associations and clusters, index state, models in use,
+    backup status and the LLM analysis queue (pending, failed with their errors).
 
 Returns {action, message, details}."""

@@ -21,21 +21,26 @@ def validate_store(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[s
     source = state.get("source") or ""
     if not isinstance(source, str):
         raise InvalidInput("source must be a string")
+    from smriti.nodes.supersede import check_supersedes
+
     return {
         "content": check_content(state.get("content"), settings.max_content_chars),
         "importance": check_importance(state.get("importance", 0.5)),
         "tags": normalise_tags(state.get("tags", "")),
         "source": source.strip(),
+        "supersedes": check_supersedes(runtime.context.store, state.get("supersedes")),
         "_notes": "input accepted",
     }
 
 
 @traced("analyze")
 def analyze(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """LLM analysis (summary, memory_type, typed cues, relations); never fails, falls back offline."""
+    """The offline analysis (summary, memory_type, typed cues, relations): a store never waits
+    for a model. With one configured, its analysis is queued (queue_analysis) and replaces
+    this one when it lands (``nodes/enrich.py``)."""
     from smriti.providers.analysis import analyze_memory
 
-    analysis, analyzer = analyze_memory(runtime.context.llm, state["content"])
+    analysis, analyzer = analyze_memory(None, state["content"])
     data = analysis.model_dump()
     data["analyzer"] = analyzer
     return {

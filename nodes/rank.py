@@ -144,6 +144,8 @@ def format_item(candidate: Candidate, explain: bool) -> dict[str, Any]:
             "boosted": candidate.boosted,
         },
     }
+    if candidate.superseded_by:  # a correction replaced it: shown only with include_superseded
+        item["superseded_by"] = candidate.superseded_by
     if explain:
         item["components"] = {
             "similarity": round(candidate.similarity, 6),

@@ -61,6 +61,9 @@ class MemoryContext:
     embedder: Embeddings
     settings: Settings
     llm: BaseChatModel | None = None
+    # The chat model the analysis queue calls (built without client retries: the queue retries
+    # with backoff and Retry-After itself); None: ``llm``.
+    analyst: BaseChatModel | None = None
     clock: Callable[[], datetime] = utcnow
     write_lock: threading.RLock = field(default_factory=threading.RLock)
     cache: dict[str, Any] = field(default_factory=dict)
@@ -214,6 +217,7 @@ class Candidate:
     source: str = ""
     tags: str = ""
     cluster_id: int = NO_CLUSTER
+    superseded_by: str = ""  # the newer memory that corrects this one (nodes/supersede.py)
     entities: list[str] = field(default_factory=list)  # cue names, sorted
     entity_types: dict[str, str] = field(default_factory=dict)  # cue name -> cue type
     # the direct signals (see Hit) and how it was reached
@@ -279,6 +283,7 @@ class Candidate:
             source=engram.source,
             tags=engram.tags,
             cluster_id=engram.cluster_id,
+            superseded_by=engram.superseded_by,
             entities=sorted(c.name for c in cues),
             entity_types={c.name: c.cue_type for c in cues},
             similarity=float(hit.get("similarity", 0.0)),
@@ -327,6 +332,7 @@ class StoreInput(TypedDict):
     source: NotRequired[str]
     created_at: NotRequired[str]  # ISO time of the memory (imports, benchmarks); default now
     occurred_at: NotRequired[str]  # ISO time of the event remembered; stored as the memory's time
+    supersedes: NotRequired[str]  # id of an older memory this one corrects (nodes/supersede.py)
 
 
 class StoreOutput(TypedDict):
@@ -335,6 +341,8 @@ class StoreOutput(TypedDict):
     cues: list[dict[str, str]]  # [{"name", "type"}]
     cluster_id: int
     deduplicated: bool
+    superseded: list[str]
+    analysis_queued: bool
     trace: list[TraceEntry]
 
 
@@ -345,6 +353,8 @@ class StoreState(StoreInput, total=False):
     similar: list[dict[str, Any]]  # [{"id", "score"}] nearest existing engrams
     id: str
     links: dict[str, float]  # associated engram id -> strength, as written by associate
+    superseded: list[str]  # older memories this one marked superseded_by it (nodes/supersede.py)
+    analysis_queued: bool  # the LLM's analysis runs later, from the queue (nodes/enrich.py)
     memory_type: str
     cues: list[dict[str, str]]
     cluster_id: int
@@ -359,6 +369,7 @@ class RecallInput(TypedDict):
     mode: NotRequired[str]  # validators.RecallMode once validated
     memory_type: NotRequired[str | None]
     explain: NotRequired[bool]
+    include_superseded: NotRequired[bool]  # superseded memories too, demoted (nodes/supersede.py)
 
 
 class RecallOutput(TypedDict):

@@ -49,7 +49,11 @@ def build_context(
     from smriti.providers.rerank import build_reranker
     from smriti.stores import make_store
 
-    chat = llm if llm is not None else build_chat_model(settings)
+    # ``llm`` answers recall's query parsing, interactively: LLM_QUERY_TIMEOUT per try. The
+    # analysis queue's model takes LLM_TIMEOUT and one try per call (the queue retries itself,
+    # with backoff and Retry-After).
+    chat = llm if llm is not None else build_chat_model(settings, timeout=settings.llm_query_timeout)
+    analyst = None if llm is not None or chat is None else build_chat_model(settings, max_retries=0)
     embeddings = embedder if embedder is not None else build_embedder(settings)
     reranker = build_reranker(settings)  # before the store opens: a bad setting leaves nothing open
     if llm is None and embedder is None and (notice := offline_notice(settings)):
@@ -60,4 +64,6 @@ def build_context(
     except Exception:
         store.close()
         raise
-    return MemoryContext(store=store, embedder=embeddings, llm=chat, settings=settings, reranker=reranker)
+    return MemoryContext(
+        store=store, embedder=embeddings, llm=chat, analyst=analyst, settings=settings, reranker=reranker
+    )

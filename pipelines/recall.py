@@ -2,13 +2,14 @@
 
 ```
 validate ─┬─ list ──> list_recent ──────────────────────────────────────────────> format
-          ├─ search > vector_only > gather ───────────────────────> score > reinforce > format
+          ├─ search > vector_only > gather ─────────> current_only > score > ... > format
           └─ recall > parse_query ┬ cue_traverse ─┐
                                   ├ vector_search ┼> gather > activate > conversation_context
                                   └ fulltext ─────┘
     conversation_context > multi_hop > focus > rerank > seed_cluster > shortlist > dedupe
-    dedupe > cross_reference > score > reinforce > format
+    dedupe > cross_reference > current_only > score > demote_superseded > reinforce > format
 ```
+(search mode: gather > current_only > score.)
 The three direct branches run in parallel and join before expansion. Input is
 :class:`RecallInput`, output :class:`RecallOutput` (``result`` in the unified format and
 the ``trace``).
@@ -25,7 +26,9 @@ Where each step lives, in the order a run reaches them:
    window); ``nodes/rank.py``: rerank (the optional cross-encoder; before the shortlist, whose
    bounds it could otherwise break); ``nodes/expand.py``: seed_cluster.
 4. ``nodes/fabric.py``: shortlist (the profile's bounds), dedupe, cross_reference.
-5. ``nodes/rank.py``: score (the profile's score), reinforce, format (the unified result).
+5. ``nodes/supersede.py``: current_only (superseded memories hidden, or kept with
+   ``include_superseded``) and, after scoring, demote_superseded (ranked below current facts).
+6. ``nodes/rank.py``: score (the profile's score), reinforce, format (the unified result).
 
 The formulas (fusion, the composite and Memory Fabric profiles) are in ``nodes/scoring.py``.
 """
@@ -51,6 +54,7 @@ from smriti.nodes.search import (
     vector_search,
 )
 from smriti.nodes.state import MemoryContext, RecallInput, RecallOutput, RecallState
+from smriti.nodes.supersede import current_only, demote_superseded
 
 DIRECT_BRANCHES = ["cue_traverse", "vector_search", "fulltext_search"]
 
@@ -60,7 +64,7 @@ def _route_mode(state: RecallState) -> str:
 
 
 def _after_gather(state: RecallState) -> str:
-    return "score" if state["mode"] == "search" else "activate"
+    return "current_only" if state["mode"] == "search" else "activate"
 
 
 def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | None = None):
@@ -85,7 +89,9 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     builder.add_node("dedupe", merge_duplicates)
     builder.add_node("cross_reference", cross_reference)
     builder.add_node("rerank", rerank)
+    builder.add_node("current_only", current_only)
     builder.add_node("score", score)
+    builder.add_node("demote_superseded", demote_superseded)
     builder.add_node("reinforce", reinforce)
     builder.add_node("format", format_result)
 
@@ -96,7 +102,7 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     for branch in DIRECT_BRANCHES:
         builder.add_edge("parse_query", branch)
     builder.add_edge(DIRECT_BRANCHES, "gather")
-    builder.add_conditional_edges("gather", _after_gather, ["score", "activate"])
+    builder.add_conditional_edges("gather", _after_gather, ["current_only", "activate"])
     builder.add_edge("activate", "conversation_context")
     builder.add_edge("conversation_context", "multi_hop")
     builder.add_edge("multi_hop", "focus")
@@ -105,8 +111,10 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     builder.add_edge("seed_cluster", "shortlist")
     builder.add_edge("shortlist", "dedupe")
     builder.add_edge("dedupe", "cross_reference")
-    builder.add_edge("cross_reference", "score")
-    builder.add_edge("score", "reinforce")
+    builder.add_edge("cross_reference", "current_only")
+    builder.add_edge("current_only", "score")
+    builder.add_edge("score", "demote_superseded")
+    builder.add_edge("demote_superseded", "reinforce")
     builder.add_edge("reinforce", "format")
     builder.add_edge("format", END)
     return builder.compile(checkpointer=checkpointer, interrupt_before=interrupt_before, name="smriti_recall")

@@ -1,9 +1,11 @@
-"""The store graph: validate > analyze > embed > dedupe > write > link_cues > associate >
-inherit_cluster > index_check. A near-duplicate ends the run after ``dedupe`` with the
-existing id and ``deduplicated: true``.
+"""The store graph: validate > analyze > embed > dedupe > write > link_cues > supersede >
+queue_analysis > associate > inherit_cluster > index_check. A near-duplicate ends the run after
+``dedupe`` with the existing id and ``deduplicated: true``.
 
 validate to write are in ``nodes/encode.py`` (``dedupe`` is :func:`find_duplicate`),
-link_cues to index_check in ``nodes/link.py``; the state is ``nodes/state.py``'s StoreState.
+link_cues to index_check in ``nodes/link.py``, supersede in ``nodes/supersede.py`` (corrections)
+and queue_analysis in ``nodes/enrich.py`` (the LLM's analysis, run later from a durable queue);
+the state is ``nodes/state.py``'s StoreState.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 
 from smriti.nodes.encode import analyze, embed, find_duplicate, validate_store, write
+from smriti.nodes.enrich import queue_analysis
 from smriti.nodes.link import associate, index_check, inherit_cluster, link_cues
 from smriti.nodes.state import MemoryContext, StoreInput, StoreOutput, StoreState
+from smriti.nodes.supersede import supersede
 
 STEPS = [
     "validate",
@@ -24,6 +28,8 @@ STEPS = [
     "dedupe",
     "write",
     "link_cues",
+    "supersede",
+    "queue_analysis",
     "associate",
     "inherit_cluster",
     "index_check",
@@ -46,6 +52,8 @@ def build_store_graph(checkpointer: Any = None, interrupt_before: list[str] | No
         find_duplicate,
         write,
         link_cues,
+        supersede,
+        queue_analysis,
         associate,
         inherit_cluster,
         index_check,

@@ -62,8 +62,11 @@ _RELATION_VERBS = (
     "visited",
     "married",
 )
+# An adverb between subject and verb ("Alice now prefers Qdrant") is skipped, so a correction
+# states the same subject as the fact it corrects (nodes/supersede.py compares them).
+_ADVERB = r"(?:\s+(?:now|still|currently|actually|instead|also|then|finally))?"
 _RELATION = re.compile(
-    r"\b([A-Za-z][\w-]*(?:\s+[A-Z][\w-]*)?)\s+(" + "|".join(_RELATION_VERBS) + r")\s+"
+    r"\b([A-Za-z][\w-]*(?:\s+[A-Z][\w-]*)?)" + _ADVERB + r"\s+(" + "|".join(_RELATION_VERBS) + r")\s+"
     r"(?:the\s+|a\s+|an\s+)?([A-Za-z0-9][\w.-]*(?:\s+[A-Z][\w-]*)*)"
 )
 _PROCEDURAL = re.compile(

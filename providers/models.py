@@ -25,8 +25,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def build_chat_model(settings: Settings) -> BaseChatModel | None:
-    """The configured chat model, or None for offline heuristic analysis."""
+def build_chat_model(
+    settings: Settings, max_retries: int | None = None, timeout: float | None = None
+) -> BaseChatModel | None:
+    """The configured chat model, or None for offline heuristic analysis.
+
+    ``max_retries`` and ``timeout`` override LLM_MAX_RETRIES and LLM_TIMEOUT (the analysis
+    queue retries by itself; recall's query parsing waits LLM_QUERY_TIMEOUT at most).
+    """
     provider = settings.llm_provider
     if provider == "heuristic" or (provider == "auto" and settings.llm_api_key is None):
         return None  # build_context says so once (offline_notice)
@@ -36,8 +42,8 @@ def build_chat_model(settings: Settings) -> BaseChatModel | None:
         model=settings.llm_model,
         base_url=settings.llm_base_url,
         api_key=settings.llm_api_key,
-        timeout=settings.llm_timeout,
-        max_retries=settings.llm_max_retries,
+        timeout=settings.llm_timeout if timeout is None else timeout,
+        max_retries=settings.llm_max_retries if max_retries is None else max_retries,
         temperature=0,
     )
 

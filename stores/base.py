@@ -33,6 +33,8 @@ from smriti.errors import UnsafeUserError
 MemoryType = Literal["episodic", "semantic", "procedural"]
 MEMORY_TYPES: tuple[str, ...] = ("episodic", "semantic", "procedural")
 NO_CLUSTER = -1
+# Metadata keys of the LLM analysis queue: one per queued memory (see stores/queue.py).
+ANALYSIS_QUEUE_PREFIX = "analysis-queue/"
 
 # A user name becomes a folder, a database or a graph name: keep it to a conservative
 # alphabet so it can never escape its folder or name somebody else's graph.
@@ -112,6 +114,9 @@ class Engram:
     source: str = ""
     tags: str = ""
     cluster_id: int = NO_CLUSTER
+    # The id of the newer memory that corrects this one ("" while it is current): history is
+    # kept, recall ranks the current fact first (nodes/supersede.py).
+    superseded_by: str = ""
 
     def tag_list(self) -> list[str]:
         return [t for t in (part.strip() for part in self.tags.split(",")) if t]
@@ -470,6 +475,13 @@ class GraphStore(Protocol):
     # -- key/value metadata (embedding model and dims, Leiden cache, index state) ---------
     def get_meta(self, key: str) -> str | None: ...
     def set_meta(self, key: str, value: str) -> None: ...
+    def meta_items(self, prefix: str) -> dict[str, str]:
+        """Every metadata key starting with ``prefix`` (matched literally) and its value, by key."""
+        ...
+
+    def delete_meta(self, key: str) -> None:
+        """Remove a metadata key (a missing one is a no-op)."""
+        ...
 
     # -- engrams ---------------------------------------------------------------------------
     def create_engram(self, engram: Engram) -> None: ...
@@ -512,6 +524,15 @@ class GraphStore(Protocol):
         """The backend's part of :meth:`delete_engram`: the engram, its edges (EncodedBy,
         AssociatedWith), its search entries and the RelatesTo facts recorded with its id;
         False if it did not exist. Callers use ``delete_engram``."""
+        ...
+
+    def unlink_engram(self, engram_id: str) -> None:
+        """The backend's part of :meth:`StoreBase.take_back_links`: remove the engram's EncodedBy
+        edges and the RelatesTo facts recorded with its id, keeping the engram and its associations."""
+        ...
+
+    def superseded_ids(self, engram_id: str) -> list[str]:
+        """Ids of the engrams whose ``superseded_by`` is ``engram_id``, sorted."""
         ...
 
     def list_recent(self, limit: int, memory_type: str | None = None) -> list[Engram]:
@@ -640,6 +661,7 @@ class GraphStore(Protocol):
 
     # -- derived by StoreBase (declared here so callers see them) --------------------------
     def get_engram(self, engram_id: str) -> Engram | None: ...
+    def take_back_links(self, engram_id: str) -> None: ...
     def update_engram(self, engram_id: str, **fields: Any) -> bool: ...
     def upsert_cue(self, cue: Cue) -> Cue: ...
     def link_cue(self, engram_id: str, cue_id: str) -> None: ...
@@ -689,6 +711,12 @@ class StoreBase(ABC):
     def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None: ...
     @abstractmethod
     def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int: ...
+    @abstractmethod
+    def unlink_engram(self, engram_id: str) -> None: ...
+    @abstractmethod
+    def superseded_ids(self, engram_id: str) -> list[str]: ...
+    @abstractmethod
+    def delete_meta(self, key: str) -> None: ...
 
     def transaction(self) -> AbstractContextManager[None]:
         """No multi-statement transactions here: each write commits by itself."""
@@ -752,7 +780,26 @@ class StoreBase(ABC):
             if cues:
                 self.weaken_cooccurrences(cooccurring_pairs(cues))
                 self.delete_orphan_cues([cue.name for cue in cues])
+            # The older facts it corrected are current again (nothing points at a missing
+            # memory), and a queued analysis of it is dropped.
+            older = self.superseded_ids(engram_id)
+            if older:
+                self.update_engrams({old: {"superseded_by": ""} for old in older})
+            self.delete_meta(ANALYSIS_QUEUE_PREFIX + engram_id)
             return True
+
+    def take_back_links(self, engram_id: str) -> None:
+        """Undo what linking the engram added, keeping the engram: its EncodedBy edges and
+        RelatesTo facts, its CoOccurs pairs (weakened as forget does) and the cues only it
+        encoded. A later analysis then links it afresh (``nodes/link.py``'s ``write_links``),
+        so replacing an analysis never leaves the old cues beside the new ones.
+        """
+        with self.transaction():
+            cues = self.cues_of([engram_id]).get(engram_id, [])
+            self.unlink_engram(engram_id)
+            if cues:
+                self.weaken_cooccurrences(cooccurring_pairs(cues))
+                self.delete_orphan_cues([cue.name for cue in cues])
 
     def update_engram(self, engram_id: str, **fields: Any) -> bool:
         """Change fields listed in UPDATABLE_FIELDS; False if the engram does not exist."""

@@ -51,6 +51,7 @@ def engram_record(engram: Engram) -> dict[str, Any]:
         "source": engram.source,
         "tags": engram.tags,
         "cluster_id": engram.cluster_id,
+        "superseded_by": engram.superseded_by,
     }
 
 
@@ -69,6 +70,7 @@ def engram_from_record(record: dict[str, Any]) -> Engram:
         source=record.get("source", ""),
         tags=record.get("tags", ""),
         cluster_id=int(record.get("cluster_id", -1)),
+        superseded_by=str(record.get("superseded_by") or ""),
     )
 
 

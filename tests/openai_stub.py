@@ -2,6 +2,11 @@
 
 The real ``langchain-openai`` clients talk to it over HTTP, so the request/response path
 users take with OpenAI, Ollama or vLLM is exercised; only the model's answers are scripted.
+
+A chat reply is a string (200, that text as the assistant's message) or a :class:`Reply`,
+which can answer slowly, hang (until the stub closes), fail with any status (a 500, a 429
+with ``Retry-After``) or send a body that is not JSON. ``python -m tests.openai_stub`` serves
+one from the command line for a server in another process (the benchmark, the kill -9 test).
 """
 
 from __future__ import annotations
@@ -10,12 +15,26 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from smriti.providers.hashing import HashingEmbeddings
 
-ChatReply = Callable[[str], str]
+
+@dataclass
+class Reply:
+    """A scripted chat answer: ``content`` as the message (status 200), or an HTTP error."""
+
+    content: str = ""
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds before answering
+    hang: bool = False  # never answer (until the stub closes)
+    raw: bytes | None = None  # a body sent as is (not JSON)
+
+
+ChatReply = Callable[[str], "str | Reply"]
 
 
 class OpenAIStub:
@@ -26,6 +45,8 @@ class OpenAIStub:
         self.embedder = HashingEmbeddings(dims)
         self.delay = delay
         self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.chat_times: list[float] = []  # time.monotonic() of each chat request
+        self.closing = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -38,20 +59,20 @@ class OpenAIStub:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.closing.set()  # hanging handlers return
         self._server.shutdown()
         self._server.server_close()
 
     def paths(self) -> list[str]:
         return [path for path, _ in self.requests]
 
-    def _answer(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _answer(self, path: str, body: dict[str, Any], reply: Reply | None = None) -> dict[str, Any]:
         if path.endswith("/embeddings"):
             inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
             vectors = self.embedder.embed_documents([str(text) for text in inputs])
             data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
             return {"object": "list", "data": data, "model": body.get("model"), "usage": _usage()}
-        prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
-        message = {"role": "assistant", "content": self.chat_reply(prompt)}
+        message = {"role": "assistant", "content": reply.content if reply is not None else ""}
         return {
             "id": "chatcmpl-stub",
             "object": "chat.completion",
@@ -70,9 +91,30 @@ class OpenAIStub:
                 stub.requests.append((self.path, body))
                 if stub.delay:
                     time.sleep(stub.delay)
-                payload = json.dumps(stub._answer(self.path, body)).encode()
+                reply: Reply | None = None
+                if self.path.endswith("/chat/completions"):
+                    stub.chat_times.append(time.monotonic())
+                    prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+                    answer = stub.chat_reply(prompt)
+                    reply = answer if isinstance(answer, Reply) else Reply(answer)
+                    if reply.hang:
+                        stub.closing.wait()
+                        return
+                    if reply.delay:
+                        stub.closing.wait(reply.delay)
+                status, headers = 200, {}
+                if reply is not None and reply.raw is not None:
+                    payload = reply.raw
+                elif reply is not None and reply.status != 200:
+                    status, headers = reply.status, reply.headers
+                    error = {"message": reply.content or "scripted failure", "type": "stub_error"}
+                    payload = json.dumps({"error": error}).encode()
+                else:
+                    payload = json.dumps(stub._answer(self.path, body, reply)).encode()
                 try:
-                    self.send_response(200)
+                    self.send_response(status)
+                    for name, value in headers.items():
+                        self.send_header(name, value)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
@@ -88,3 +130,35 @@ class OpenAIStub:
 
 def _usage() -> dict[str, int]:
     return {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+
+
+def main() -> None:
+    """Serve a stub until killed: ``python -m tests.openai_stub --delay 2 --dims 64``; prints its
+    base URL on the first line of stdout. Chat answers are ANALYSIS JSON naming the heuristic cues."""
+    import argparse
+    import sys
+
+    from smriti.providers import heuristic
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each chat answer")
+    parser.add_argument("--hang", action="store_true", help="never answer chat requests")
+    parser.add_argument("--dims", type=int, default=64)
+    args = parser.parse_args()
+
+    def reply(prompt: str) -> Reply:
+        memory = prompt.split("Memory:\n", 1)[-1].split("\n\nEarlier memories", 1)[0]
+        analysis = heuristic.analyze_offline(memory).model_dump()
+        analysis["summary"] = "LLM: " + analysis["summary"]
+        return Reply(json.dumps(analysis), delay=args.delay, hang=args.hang)
+
+    with OpenAIStub(reply, dims=args.dims) as stub:
+        print(stub.base_url, flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -213,10 +213,13 @@ def test_openai_compatible_endpoint_drives_store_and_recall(settings):
         cfg = _openai_settings(settings, stub)
         with Memory.open(cfg) as memory:
             stored = memory.store("Priya moved the search service to pgvector")
-            analyze = next(step for step in stored["trace"] if step["node"] == "analyze")
-            assert analyze["notes"].startswith("llm:")
-            assert stored["memory_type"] == "semantic"
-            assert {"name": "priya", "type": "person"} in stored["cues"]
+            # The store answers with the offline analysis; the model's is queued and lands later.
+            assert stored["analysis_queued"] is True
+            assert memory.enrich()["ran"] == {"landed": 1}
+            engram = memory.context.store.get_engram(stored["id"])
+            assert engram.memory_type == "semantic"
+            cues = memory.context.store.cues_of([stored["id"]])[stored["id"]]
+            assert ("priya", "person") in {(c.name, c.cue_type) for c in cues}
             found = memory.recall("which vector database do we use?", explain=True)
     paths = stub.paths()
     assert "/v1/chat/completions" in paths and "/v1/embeddings" in paths

@@ -157,7 +157,9 @@ def test_trace_lists_every_node_that_ran(topic_context):
         "shortlist",
         "dedupe",
         "cross_reference",
+        "current_only",
         "score",
+        "demote_superseded",
         "reinforce",
         "format",
     ]

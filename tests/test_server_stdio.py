@@ -50,15 +50,16 @@ def check_tool_schemas(tools) -> None:
         return schema["properties"], schema.get("required", [])
 
     props, required = params("smriti_store")
-    assert list(props) == ["content", "importance", "tags", "source", "occurred_at", "explain"]
+    assert list(props) == ["content", "importance", "tags", "source", "occurred_at", "explain", "supersedes"]
     assert required == ["content"]
-    assert [props[name].get("default") for name in props] == [None, 0.5, "", "", "", False]
+    assert [props[name].get("default") for name in props] == [None, 0.5, "", "", "", False, ""]
     assert props["importance"]["type"] == "number"
     assert (props["importance"]["minimum"], props["importance"]["maximum"]) == (0.0, 1.0)
 
     props, required = params("smriti_recall")
-    assert list(props) == ["query", "limit", "mode", "memory_type", "explain"] and required == []
-    assert [props[name]["default"] for name in props] == ["", 5, "recall", None, False]
+    assert list(props) == ["query", "limit", "mode", "memory_type", "explain", "include_superseded"]
+    assert required == []
+    assert [props[name]["default"] for name in props] == ["", 5, "recall", None, False, False]
     assert props["mode"]["enum"] == ["recall", "search", "list"]
     assert (props["limit"]["minimum"], props["limit"]["maximum"]) == (1, 1000)
     memory_types = [option.get("enum") for option in props["memory_type"]["anyOf"]]
@@ -95,7 +96,15 @@ async def exercise(client) -> None:
             "smriti_store", {"content": content, "importance": 0.7, "tags": "test", "source": "mcp-test"}
         )
         assert not stored.is_error, stored.content
-        assert set(stored.structured_content) == {"id", "memory_type", "cues", "cluster_id", "deduplicated"}
+        assert set(stored.structured_content) == {
+            "id",
+            "memory_type",
+            "cues",
+            "cluster_id",
+            "deduplicated",
+            "superseded",
+            "analysis_queued",
+        }
         assert json.loads(stored.content[0].text) == stored.structured_content  # text-only clients
         ids.append(stored.structured_content["id"])
     assert len(set(ids)) == 3

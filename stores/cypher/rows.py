@@ -76,6 +76,7 @@ def engram_from_row(row: Mapping[str, Any]) -> Engram:
         source=row.get("source") or "",
         tags=row.get("tags") or "",
         cluster_id=int(number(row, "cluster_id", NO_CLUSTER)),
+        superseded_by=row.get("superseded_by") or "",
     )
 
 

@@ -120,6 +120,17 @@ class CypherGraphStore(StoreBase):
             "MERGE (m:Meta {user: $user, key: $key}) SET m.value = $value", key=key, value=str(value)
         )
 
+    def meta_items(self, prefix: str) -> dict[str, str]:
+        rows = self.graph.q(
+            "MATCH (m:Meta {user: $user}) WHERE m.key STARTS WITH $prefix "
+            "RETURN m.key AS key, m.value AS value ORDER BY key",
+            prefix=prefix,
+        )
+        return {row["key"]: row["value"] for row in rows}
+
+    def delete_meta(self, key: str) -> None:
+        self.graph.q("MATCH (m:Meta {user: $user, key: $key}) DELETE m", key=key)
+
     # -- engrams ------------------------------------------------------------------------------
     def create_engram(self, engram: Engram) -> None:
         fields = {name: getattr(engram, name) for name in UPDATABLE_FIELDS | {"created_at"}}
@@ -193,6 +204,18 @@ class CypherGraphStore(StoreBase):
         # export and backup: RelatesTo hangs between cues, so DETACH DELETE never reached it).
         self.writes.delete_relations_of(engram_id)
         return True
+
+    def unlink_engram(self, engram_id: str) -> None:
+        """Its EncodedBy edges and the RelatesTo facts it recorded; the engram stays."""
+        self.graph.q("MATCH (e:Engram {user: $user, id: $id})-[r:EncodedBy]->(:Cue) DELETE r", id=engram_id)
+        self.writes.delete_relations_of(engram_id)
+
+    def superseded_ids(self, engram_id: str) -> list[str]:
+        rows = self.graph.q(
+            "MATCH (e:Engram {user: $user}) WHERE e.superseded_by = $id RETURN e.id AS id ORDER BY id",
+            id=engram_id,
+        )
+        return [row["id"] for row in rows]
 
     def list_recent(self, limit: int, memory_type: str | None = None) -> list[Engram]:
         if limit <= 0:

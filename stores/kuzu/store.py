@@ -180,6 +180,16 @@ class KuzuStore(StoreBase):
         return schema.get_meta(self.db.run, key)
 
     @locked
+    def meta_items(self, prefix: str) -> dict[str, str]:
+        rows = self.db.run(
+            "MATCH (m:Meta) WHERE starts_with(m.key, $prefix) RETURN m.key, m.value ORDER BY m.key",
+            {"prefix": prefix},
+        )
+        return {key: value for key, value in rows}
+
+    def delete_meta(self, key: str) -> None:
+        self.db.run("MATCH (m:Meta {key: $key}) DELETE m", {"key": key})
+
     def set_meta(self, key: str, value: str) -> None:
         """Set a metadata value; ``embedding_dims`` can only be set to this store's dimension.
 
@@ -224,6 +234,19 @@ class KuzuStore(StoreBase):
         self.cues.forget_links()  # its cues lost a link; recounted when next asked
         self.index.removed(engram_id)
         return True
+
+    def unlink_engram(self, engram_id: str) -> None:
+        """Its EncodedBy edges and the RelatesTo facts it recorded; the engram stays."""
+        self.db.run("MATCH (e:Engram {id: $id})-[r:EncodedBy]->(:Cue) DELETE r", {"id": engram_id})
+        self.db.run("MATCH (:Cue)-[r:RelatesTo]->(:Cue) WHERE r.engram_id = $id DELETE r", {"id": engram_id})
+        self.fresh.clear()  # the memo would say these edges still exist
+        self.cues.forget_links()  # its cues lost a link; recounted when next asked
+
+    def superseded_ids(self, engram_id: str) -> list[str]:
+        rows = self.db.run(
+            "MATCH (e:Engram) WHERE e.superseded_by = $id RETURN e.id ORDER BY e.id", {"id": engram_id}
+        )
+        return [row[0] for row in rows]
 
     def list_recent(self, limit: int, memory_type: str | None = None) -> list[Engram]:
         return self.engrams.recent(limit, memory_type)

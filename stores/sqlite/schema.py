@@ -4,7 +4,8 @@ Schema versions (``meta.schema_version``):
     1. engram, cue, encoded_by, associated_with, co_occurs, relates_to, meta, engram_fts;
        later, in place (no version change: older code reads and writes such a file
        correctly, since the triggers live in the file): ``cue.engram_count``, kept by
-       triggers on encoded_by and filled once from it when the column is added.
+       triggers on encoded_by and filled once from it when the column is added;
+       ``engram.superseded_by`` ('' = current), added with its default to older files.
 
 Design choices, and why:
 
@@ -73,7 +74,8 @@ TABLES = [
         embedding BLOB,
         source TEXT NOT NULL DEFAULT '',
         tags TEXT NOT NULL DEFAULT '',
-        cluster_id INTEGER NOT NULL DEFAULT -1)""",
+        cluster_id INTEGER NOT NULL DEFAULT -1,
+        superseded_by TEXT NOT NULL DEFAULT '')""",
     # list_recent's order, read straight off an index
     "CREATE INDEX IF NOT EXISTS engram_recent ON engram (last_accessed_at DESC, created_at DESC, id)",
     # stats' cluster count without reading every row (cluster_id lies past the embedding BLOB,
@@ -134,6 +136,9 @@ DEFERRED_INDEXES = (
 )
 CREATE_INDEXES = [statement for statement in TABLES if statement.startswith("CREATE INDEX")]
 
+SUPERSEDED_INDEX = (
+    "CREATE INDEX IF NOT EXISTS engram_superseded ON engram (superseded_by) WHERE superseded_by <> ''"
+)
 ENGRAM_COLUMNS: tuple[str, ...] = ("id", *(name for name in ENGRAM_FIELDS if name != "id"))
 ENGRAM_SELECT = ", ".join(f"e.{name}" for name in ENGRAM_COLUMNS)
 INSERT_ENGRAM = (
@@ -245,6 +250,13 @@ def migrate(conn: Any, dims: int, path: Path) -> list[str]:
         changes.append("cue.engram_count added and counted")
     for statement in COUNT_TRIGGERS:
         conn(statement)
+    engram_columns = {row[1] for row in conn("PRAGMA table_info(engram)").fetchall()}
+    if "superseded_by" not in engram_columns:  # a file written before corrections existed
+        conn("ALTER TABLE engram ADD COLUMN superseded_by TEXT NOT NULL DEFAULT ''")
+        changes.append("engram.superseded_by added")
+    # Forget asks which memories a memory superseded: without an index that read every row's
+    # overflow pages (the column lies past the embedding BLOB). Partial: only corrected ones.
+    conn(SUPERSEDED_INDEX)
     meta = dict(
         conn("SELECT key, value FROM meta WHERE key IN ('schema_version', 'embedding_dims')").fetchall()
     )

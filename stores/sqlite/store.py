@@ -168,6 +168,17 @@ class SqliteStore(StoreBase):
         with self.db.transaction():
             self.db.write(schema.SET_META, (key, str(value)))
 
+    def meta_items(self, prefix: str) -> dict[str, str]:
+        # A key range, not LIKE: the prefix is data (an underscore or % must match itself).
+        rows = self.db.read(
+            "SELECT key, value FROM meta WHERE key >= ? AND key < ? ORDER BY key", (prefix, prefix + "\uffff")
+        )
+        return dict(rows)
+
+    def delete_meta(self, key: str) -> None:
+        with self.db.transaction():
+            self.db.write("DELETE FROM meta WHERE key = ?", (key,))
+
     # -- engrams -------------------------------------------------------------------------------------
     def create_engram(self, engram: Engram) -> None:
         """Insert a new engram; an existing id raises StoreError."""
@@ -191,6 +202,20 @@ class SqliteStore(StoreBase):
     def remove_engram(self, engram_id: str) -> bool:
         """Delete the engram, its edges, its FTS row and the RelatesTo facts it recorded."""
         return self.engrams.delete(engram_id)
+
+    def unlink_engram(self, engram_id: str) -> None:
+        """Its EncodedBy rows (the cue counts follow by trigger) and the RelatesTo facts it recorded."""
+        with self.db.transaction():
+            self.db.write(
+                "DELETE FROM encoded_by WHERE engram = (SELECT rowid FROM engram WHERE id = ?)", (engram_id,)
+            )
+            self.db.write("DELETE FROM relates_to WHERE engram_id = ?", (engram_id,))
+
+    def superseded_ids(self, engram_id: str) -> list[str]:
+        rows = self.db.read(  # "<> ''" lets the planner use the partial index engram_superseded
+            "SELECT id FROM engram WHERE superseded_by = ? AND superseded_by <> '' ORDER BY id", (engram_id,)
+        )
+        return [row[0] for row in rows]
 
     def list_recent(self, limit: int, memory_type: str | None = None) -> list[Engram]:
         return self.engrams.recent(limit, memory_type)
