@@ -160,12 +160,13 @@ def test_occurred_at_through_mcp(tmp_path):
             stats = await client.call_tool("smriti_manage", {"action": "stats"})
             assert "0" in str(stats.structured_content["details"].get("engrams", 0))
             old = await client.call_tool(
-                "smriti_store", {"content": "Priya joined the platform team", "occurred_at": "2022-03-14"}
+                "smriti_store", {"content": "Priya visited the Lisbon office", "occurred_at": "2022-03-14"}
             )
-            new = await client.call_tool("smriti_store", {"content": "Priya joined the search team"})
+            # (not "joined": a later "joined" would supersede the first, which is another story)
+            new = await client.call_tool("smriti_store", {"content": "Priya visited the Berlin office"})
             assert not old.is_error and not new.is_error
             result = await client.call_tool(
-                "smriti_recall", {"query": "Which team did Priya join in 2022?", "explain": True}
+                "smriti_recall", {"query": "Which office did Priya visit in 2022?", "explain": True}
             )
             items = result.structured_content["results"]
             assert items[0]["id"] == old.structured_content["id"]
