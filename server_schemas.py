@@ -50,6 +50,14 @@ class RecallItem(TypedDict):
     components: NotRequired[dict[str, float]]
 
 
+class ParsedQuery(TypedDict):
+    """How recall read the query (Memory Fabric step 1)."""
+
+    query: str  # the cleaned query: its words without stop words
+    entity_hints: list[str]  # the entities it names
+    intent: str  # decision, procedure, event, person, fact or general
+
+
 class RecallResult(TypedDict):
     """The unified Memory Fabric result format (+ ``trace`` with ``explain``)."""
 
@@ -58,6 +66,7 @@ class RecallResult(TypedDict):
     total_results: int
     sources: dict[str, int]  # results by their source, each once
     retrieval_paths: dict[str, int]  # results found by each retrieval path (cue, fulltext, vector, ...)
+    parsed: NotRequired[ParsedQuery]  # mode recall: the parsed query
     results: list[RecallItem]
     trace: NotRequired[list[TraceStep]]
 
@@ -117,9 +126,10 @@ Args:
   memory_type: optional filter: episodic (events), semantic (facts) or procedural (how-tos).
   explain: true adds the per-step trace and each score's components (for debugging).
 
-Returns {query, total_results, sources (results by source), retrieval_paths, results: [{id,
-text, score, source, timestamp, entities, graph_relations, memory_type, cluster_id,
-metadata}]}. Recalled memories are
+Returns {query, total_results, sources (results by source), retrieval_paths, parsed (mode
+recall: the cleaned query, entity_hints, intent), results: [{id, text, score, source,
+timestamp, entities, graph_relations (the memory's own facts, the relation paths that led
+to it, facts about its shared entities), memory_type, cluster_id, metadata}]}. Recalled memories are
 reinforced, so useful memories stay strong."""
 
 MANAGE_DESCRIPTION = """Maintenance operations on the memory.

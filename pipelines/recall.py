@@ -6,7 +6,8 @@ validate ─┬─ list ──> list_recent ────────────
           └─ recall > parse_query ┬ cue_traverse ─┐
                                   ├ vector_search ┼> gather > activate > conversation_context
                                   └ fulltext ─────┘
-    conversation_context > multi_hop > seed_cluster > shortlist > dedupe > cross_reference
+    conversation_context > multi_hop > relation_traverse > seed_cluster > shortlist > dedupe
+    dedupe > cross_reference
     cross_reference > score > reinforce > format
 ```
 The three direct branches run in parallel and join before expansion. Input is
@@ -21,7 +22,8 @@ Where each step lives, in the order a run reaches them:
    parse_query, cue_traverse, vector_search (also vector_only), fulltext_search.
 3. ``nodes/expand.py``: gather (rank fusion into candidates); ``nodes/activate.py``: activate
    (spreading activation, the graph branch); ``nodes/neighbours.py``: conversation_context;
-   ``nodes/expand.py`` again: multi_hop, seed_cluster.
+   ``nodes/expand.py`` again: multi_hop, seed_cluster; ``nodes/relations.py``: relation_traverse
+   (the Memory Fabric traversal entity -> relation -> entity, with paths).
 4. ``nodes/fabric.py``: shortlist (the profile's bounds), dedupe, cross_reference.
 5. ``nodes/rank.py``: score (the profile's score), reinforce, format (the unified result).
 
@@ -39,6 +41,7 @@ from smriti.nodes.expand import find_seed_cluster, gather, multi_hop
 from smriti.nodes.fabric import cross_reference, merge_duplicates, shortlist_candidates
 from smriti.nodes.neighbours import conversation_context
 from smriti.nodes.rank import format_result, reinforce, score
+from smriti.nodes.relations import relation_traverse
 from smriti.nodes.search import (
     cue_traverse,
     extract_query_cues,
@@ -76,6 +79,7 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     builder.add_node("activate", activate)
     builder.add_node("conversation_context", conversation_context)
     builder.add_node("multi_hop", multi_hop)
+    builder.add_node("relation_traverse", relation_traverse)
     builder.add_node("seed_cluster", find_seed_cluster)
     builder.add_node("shortlist", shortlist_candidates)
     builder.add_node("dedupe", merge_duplicates)
@@ -94,7 +98,8 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     builder.add_conditional_edges("gather", _after_gather, ["score", "activate"])
     builder.add_edge("activate", "conversation_context")
     builder.add_edge("conversation_context", "multi_hop")
-    builder.add_edge("multi_hop", "seed_cluster")
+    builder.add_edge("multi_hop", "relation_traverse")
+    builder.add_edge("relation_traverse", "seed_cluster")
     builder.add_edge("seed_cluster", "shortlist")
     builder.add_edge("shortlist", "dedupe")
     builder.add_edge("dedupe", "cross_reference")

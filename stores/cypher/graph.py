@@ -109,6 +109,18 @@ class CypherGraphReads:
             "WHERE r.engram_id IN $ids", "created_at, source, relation, target", ids=list(engram_ids)
         )
 
+    def related_entities(self, cue_names: Sequence[str], limit: int) -> list[Relation]:
+        """Edges from or to these cues, newest first (see the protocol), at most ``limit``."""
+        names = sorted({normalise_cue_name(n) for n in cue_names} - {""})
+        if limit <= 0 or not names:
+            return []
+        return self.relations(
+            "WHERE a.name IN $names OR b.name IN $names",
+            "created_at DESC, source, relation, target, engram_id LIMIT $limit",
+            names=names,
+            limit=int(limit),
+        )
+
     def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
         """Cues that encode no engram (only among ``names`` when given), with their edges."""
         rows = self.graph.q(
