@@ -38,18 +38,20 @@ def unit_rows(results: Sequence[Candidate]) -> np.ndarray:
 def dedupe_results(
     results: Sequence[Candidate],
     threshold: float,
-    similarity: Callable[[Candidate, Candidate], float] | None = None,
+    similarity: Callable[[Sequence[Candidate]], np.ndarray] | None = None,
 ) -> list[Candidate]:
     """Merge results whose texts are more than ``threshold`` similar (Memory Fabric step 4).
 
     Walks results by relevance (best first); a result whose similarity (cosine of the
-    embeddings unless ``similarity`` is given) to one already kept is > ``threshold`` is
+    embeddings unless ``similarity`` is given: it returns the n x n similarities of the
+    results in the order it is passed them) to one already kept is > ``threshold`` is
     merged into it: the kept one has the higher relevance, gains the other's id (and the ids
     it had merged) in ``merged_ids``, the union of entities, tags and origins, and is marked
     ``cross_validated``. Returns copies; the inputs are not changed.
     """
     ordered = sorted(results, key=lambda r: (-r.relevance, r.id))
     unit = unit_rows(ordered) if similarity is None else None
+    pairs = similarity(ordered) if similarity is not None else None
     kept_unit = np.empty_like(unit) if unit is not None else None  # kept rows, contiguous
     kept: list[Candidate] = []
     kept_rows: list[int] = []
@@ -63,10 +65,9 @@ def dedupe_results(
             twins = np.flatnonzero(cosines > threshold)
             index = int(twins[0]) if len(twins) else None
         else:
-            assert similarity is not None
-            index = next(
-                (i for i, k in enumerate(kept_rows) if similarity(ordered[k], candidate) > threshold), None
-            )
+            assert pairs is not None
+            twins = np.flatnonzero(pairs[row, kept_rows] > threshold)
+            index = int(twins[0]) if len(twins) else None
         if index is None:
             if kept_unit is not None and unit is not None:
                 kept_unit[len(kept)] = unit[row]

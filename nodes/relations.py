@@ -39,6 +39,9 @@ from smriti.stores.base import GraphStore, Relation, normalise_cue_name
 
 # Paths kept per result: one explains it; a few show it was reached several ways.
 MAX_PATHS = 3
+# Entities encoding more than this share of all memories are hubs, not followed (as the
+# cross-reference boost's MAX_SHARED_SHARE).
+MAX_HUB_SHARE = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,19 +106,30 @@ class Reached:
 
 
 def traverse(
-    store: GraphStore, seeds: Sequence[str], depth: int, max_edges: int, max_frontier: int
+    store: GraphStore,
+    seeds: Sequence[str],
+    depth: int,
+    max_edges: int,
+    max_frontier: int,
+    max_share: float = 1.0,
 ) -> Reached:
     """Breadth-first over RelatesTo from the seed cue names, to ``depth``.
 
     An entity is expanded once (at the depth it was first reached); a memory keeps every path
     of the shortest length that reached it (up to MAX_PATHS), so the explanation is the most
-    direct one. Pure graph work: no memory is loaded here.
+    direct one. Hubs are not expanded: an entity encoding more than max(2, ``max_share`` x all
+    memories) (a speaker's name in a conversation) relates to everything, so its newest edges
+    would crowd out the query's real subject. Pure graph work: no memory is loaded here.
     """
     facts: dict[str, list[Path]] = {}
     entities: dict[str, Path] = {name: () for name in seeds}
     frontier = list(seeds)
     edges = 0
+    ceiling = max(2, int(max_share * store.count_engrams())) if max_share < 1.0 else None
     for _ in range(depth):
+        if ceiling is not None and frontier:
+            counts = store.cue_engram_counts(frontier)
+            frontier = [name for name in frontier if counts.get(name, 0) <= ceiling]
         if not frontier:
             break
         relations = store.related_entities(frontier, max_edges)
@@ -170,7 +184,12 @@ def relation_traverse(state: RecallState, runtime: Runtime[MemoryContext]) -> di
     if not settings.relation_traversal or settings.relation_depth == 0 or not seeds:
         return {"_notes": "off" if not settings.relation_traversal else "no entities to start from"}
     reached = traverse(
-        context.store, seeds, settings.relation_depth, settings.relation_max_edges, settings.relation_seeds
+        context.store,
+        seeds,
+        settings.relation_depth,
+        settings.relation_max_edges,
+        settings.relation_seeds,
+        MAX_HUB_SHARE,
     )
     # 2. Memories encoded by the reached entities (not the seeds: cue traversal found those).
     far = [name for name, path in reached.entities.items() if path]

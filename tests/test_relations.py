@@ -90,6 +90,24 @@ def test_a_shorter_path_replaces_longer_ones_and_paths_are_capped(store):
     assert len(traverse(store, ["x"], 1, 30, 8).paths("twice")) == MAX_PATHS
 
 
+def test_hub_entities_are_not_followed(store):
+    from smriti.stores.base import Cue, Engram
+
+    # "caroline" encodes 6 of 10 memories: a hub (more than max(2, 10 %)).
+    for i in range(10):
+        store.create_engram(Engram(content=f"turn {i}", id=f"t{i}"))
+    hub = store.upsert_cue(Cue(name="caroline", cue_type="person"))
+    for i in range(6):
+        store.link_cue(f"t{i}", hub.id)
+    _facts(store, ("caroline", "visited", "sweden", "t1"), ("sweden", "has", "fika", "t2"))
+    assert traverse(store, ["caroline"], 2, 30, 8, max_share=0.1).facts == {}
+    # Without the rule it is followed; and a hub reached (not a seed) is not expanded either.
+    assert set(traverse(store, ["caroline"], 2, 30, 8).facts) == {"t1", "t2"}
+    assert set(traverse(store, ["fika"], 2, 30, 8, max_share=0.1).facts) == {"t2", "t1"}
+    _facts(store, ("caroline", "owns", "dog", "t3"))
+    assert "t3" not in traverse(store, ["sweden"], 2, 30, 8, max_share=0.1).facts
+
+
 def test_query_entities_put_hints_first_normalised_and_bounded():
     parsed = {"entity_hints": ["Database Engineer"], "cues": ["recommend", "database-engineer", "x"]}
     assert query_entities(parsed, 2) == ["database-engineer", "recommend"]
