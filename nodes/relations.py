@@ -111,25 +111,23 @@ def traverse(
     depth: int,
     max_edges: int,
     max_frontier: int,
-    max_share: float = 1.0,
+    ceiling: int | None = None,
 ) -> Reached:
     """Breadth-first over RelatesTo from the seed cue names, to ``depth``.
 
     An entity is expanded once (at the depth it was first reached); a memory keeps every path
     of the shortest length that reached it (up to MAX_PATHS), so the explanation is the most
-    direct one. Hubs are not expanded: an entity encoding more than max(2, ``max_share`` x all
-    memories) (a speaker's name in a conversation) relates to everything, so its newest edges
-    would crowd out the query's real subject. Pure graph work: no memory is loaded here.
+    direct one. Hubs are not expanded: an entity encoding more than ``ceiling`` memories (see
+    :func:`hub_ceiling`; a speaker's name in a conversation) relates to everything, so its newest
+    edges would crowd out the query's real subject. Pure graph work: no memory is loaded here.
     """
     facts: dict[str, list[Path]] = {}
     entities: dict[str, Path] = {name: () for name in seeds}
     frontier = list(seeds)
     edges = 0
-    ceiling = max(2, int(max_share * store.count_engrams())) if max_share < 1.0 else None
     for _ in range(depth):
         if ceiling is not None and frontier:
-            counts = store.cue_engram_counts(frontier)
-            frontier = [name for name in frontier if counts.get(name, 0) <= ceiling]
+            frontier = not_hubs(store, frontier, ceiling)
         if not frontier:
             break
         relations = store.related_entities(frontier, max_edges)
@@ -146,6 +144,17 @@ def traverse(
                     next_frontier.append(step.end)
         frontier = next_frontier[:max_frontier]
     return Reached(facts, entities, edges)
+
+
+def hub_ceiling(store: GraphStore) -> int:
+    """The most memories an entity may encode and still be followed: max(2, MAX_HUB_SHARE x all)."""
+    return max(2, int(MAX_HUB_SHARE * store.count_engrams()))
+
+
+def not_hubs(store: GraphStore, names: Sequence[str], ceiling: int) -> list[str]:
+    """``names`` without the entities that encode more than ``ceiling`` memories (one read)."""
+    counts = store.cue_engram_counts(names)
+    return [name for name in names if counts.get(name, 0) <= ceiling]
 
 
 def _steps(relation: Relation, frontier: set[str]) -> Iterable[Step]:
@@ -189,10 +198,12 @@ def relation_traverse(state: RecallState, runtime: Runtime[MemoryContext]) -> di
         settings.relation_depth,
         settings.relation_max_edges,
         settings.relation_seeds,
-        MAX_HUB_SHARE,
+        ceiling := hub_ceiling(context.store),
     )
-    # 2. Memories encoded by the reached entities (not the seeds: cue traversal found those).
+    # 2. Memories encoded by the reached entities (not the seeds: cue traversal found those; not
+    # the hubs: any ten of a speaker's turns explain nothing).
     far = [name for name, path in reached.entities.items() if path]
+    far = not_hubs(context.store, far, ceiling) if far else []
     if far and settings.relation_new:
         for hit in context.store.engrams_by_cues(far, settings.relation_new):
             for name in hit.cues:

@@ -13,6 +13,7 @@ from smriti.nodes.relations import (
     MAX_PATHS,
     Step,
     entity_relations,
+    hub_ceiling,
     path_entry,
     query_entities,
     render_path,
@@ -100,12 +101,12 @@ def test_hub_entities_are_not_followed(store):
     for i in range(6):
         store.link_cue(f"t{i}", hub.id)
     _facts(store, ("caroline", "visited", "sweden", "t1"), ("sweden", "has", "fika", "t2"))
-    assert traverse(store, ["caroline"], 2, 30, 8, max_share=0.1).facts == {}
+    assert traverse(store, ["caroline"], 2, 30, 8, ceiling=hub_ceiling(store)).facts == {}
     # Without the rule it is followed; and a hub reached (not a seed) is not expanded either.
     assert set(traverse(store, ["caroline"], 2, 30, 8).facts) == {"t1", "t2"}
-    assert set(traverse(store, ["fika"], 2, 30, 8, max_share=0.1).facts) == {"t2", "t1"}
+    assert set(traverse(store, ["fika"], 2, 30, 8, ceiling=hub_ceiling(store)).facts) == {"t2", "t1"}
     _facts(store, ("caroline", "owns", "dog", "t3"))
-    assert "t3" not in traverse(store, ["sweden"], 2, 30, 8, max_share=0.1).facts
+    assert "t3" not in traverse(store, ["sweden"], 2, 30, 8, ceiling=hub_ceiling(store)).facts
 
 
 def test_query_entities_put_hints_first_normalised_and_bounded():
