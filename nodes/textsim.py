@@ -13,6 +13,7 @@ dependency); two cheap upper bounds skip it for almost every pair (200 candidate
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from difflib import SequenceMatcher
 from functools import lru_cache
@@ -21,13 +22,17 @@ from itertools import combinations
 import numpy as np
 
 from smriti.nodes.state import Candidate
-from smriti.text import words
+
+# Word characters of any script; punctuation and spacing separate words. Simpler than
+# smriti.text.words (no CJK bigrams, no possessive rule) and five times faster on long passages:
+# dedupe tokenises every candidate of every recall, search terms are not at stake here.
+_WORD = re.compile(r"\w+")
 
 
 @lru_cache(maxsize=4096)
 def normalised_words(text: str) -> tuple[str, ...]:
-    """The words of ``text``, lower-cased (case folded), punctuation and spacing dropped."""
-    return tuple(word.casefold() for word in words(text))
+    """The words of ``text``, case folded, punctuation and spacing dropped."""
+    return tuple(_WORD.findall(text.casefold()))
 
 
 @lru_cache(maxsize=4096)
