@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from langgraph.runtime import Runtime
 
-from smriti.nodes.relations import MAX_PATHS, entity_relations, relation_entry
+from smriti.nodes.relations import MAX_PATHS, by_entity, entity_relations, relation_entry
 from smriti.nodes.scoring import shortlist
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.nodes.textsim import candidate_similarity
@@ -177,7 +177,9 @@ def cross_reference(state: RecallState, runtime: Runtime[MemoryContext]) -> dict
         by_engram.setdefault(relation.engram_id, []).append(relation_entry(relation, "own"))
     shared = sorted({name for item in boosted for name in item.cross_references})
     # One read for every result: enough newest edges that each result can fill its share.
-    around = store.related_entities(shared, MAX_ENTITY_RELATIONS * (len(boosted) + 1)) if shared else []
+    around = (
+        by_entity(store.related_entities(shared, MAX_ENTITY_RELATIONS * (len(boosted) + 1))) if shared else {}
+    )
     for item in boosted:
         ids = [item.id, *item.merged_ids]
         item.graph_relations = [

@@ -26,7 +26,7 @@ the graph ranks below the direct hits it explains unless it matches the query it
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -253,26 +253,37 @@ def relation_entry(relation: Relation, kind: str, **extra: str) -> dict[str, Any
     return {**entry, **extra}
 
 
+def by_entity(relations: Sequence[Relation]) -> dict[str, list[Relation]]:
+    """``relations`` under each of their two ends, in the given order (an edge between two
+    entities is listed under both)."""
+    index: dict[str, list[Relation]] = {}
+    for relation in relations:
+        index.setdefault(relation.source, []).append(relation)
+        if relation.target != relation.source:
+            index.setdefault(relation.target, []).append(relation)
+    return index
+
+
 def entity_relations(
-    cross_references: Sequence[str], own_ids: Iterable[str], relations: Sequence[Relation], limit: int
+    cross_references: Sequence[str],
+    own_ids: Iterable[str],
+    index: Mapping[str, Sequence[Relation]],
+    limit: int,
 ) -> list[dict[str, Any]]:
     """The graph relations of a result's cross-referenced entities, recorded by other memories.
 
     Memory Fabric step 5 adds "the graph relations" of the entities that appear elsewhere in
-    the graph to the result: what the rest of the memory says about them. Of ``relations``
-    (newest first) those touching one of ``cross_references`` and recorded by a memory outside
-    ``own_ids`` (its own are listed as kind ``own``), at most ``limit``, each as kind ``entity``
-    naming the shared ``entity`` and the ``memory`` that recorded it.
+    the graph to the result: what the rest of the memory says about them. Of the relations in
+    ``index`` (see :func:`by_entity`, built once from the newest edges) under one of
+    ``cross_references`` and recorded by a memory outside ``own_ids`` (its own are listed as
+    kind ``own``): the newest ``limit``, each as kind ``entity`` naming the shared ``entity``
+    and the ``memory`` that recorded it.
     """
-    shared = set(cross_references)
     own = set(own_ids)
-    found: list[dict[str, Any]] = []
-    for relation in relations:
-        if len(found) >= limit:
-            break
-        if relation.engram_id in own:
-            continue
-        entity = relation.source if relation.source in shared else relation.target
-        if entity in shared:
-            found.append(relation_entry(relation, "entity", entity=entity, memory=relation.engram_id))
-    return found
+    chosen: dict[Relation, str] = {}  # relation -> the shared entity it was found under
+    for entity in cross_references:
+        fresh = [r for r in index.get(entity, ()) if r.engram_id not in own and r not in chosen]
+        for relation in fresh[:limit]:  # no entity needs more than the limit
+            chosen[relation] = entity
+    newest = sorted(chosen, key=lambda r: r.created_at, reverse=True)[:limit]
+    return [relation_entry(r, "entity", entity=chosen[r], memory=r.engram_id) for r in newest]

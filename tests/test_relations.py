@@ -12,6 +12,7 @@ from smriti.nodes.parsed import cleaned_query, parsed_result
 from smriti.nodes.relations import (
     MAX_PATHS,
     Step,
+    by_entity,
     entity_relations,
     hub_ceiling,
     path_entry,
@@ -122,13 +123,13 @@ def test_render_path_of_nothing_is_empty():
 
 # ----------------------------------------------------------------------------- entity relations
 def test_entity_relations_are_those_of_shared_entities_recorded_elsewhere_bounded():
-    relations = [
-        Relation("priya", "joined", "acme", "other-1"),
-        Relation("priya", "benchmarked", "postgres", "self"),  # the result's own: listed as own
-        Relation("unrelated", "uses", "thing", "other-2"),
-        *[Relation("postgres", "has", f"feature-{i}", f"f{i}") for i in range(10)],
+    relations = [  # newest first, as related_entities returns them
+        Relation("priya", "joined", "acme", "other-1", T0),
+        Relation("priya", "benchmarked", "postgres", "self", T0),  # the result's own: listed as own
+        Relation("unrelated", "uses", "thing", "other-2", T0),
+        *[Relation("postgres", "has", f"feature-{i}", f"f{i}", T0 - timedelta(days=i)) for i in range(10)],
     ]
-    found = entity_relations(["priya", "postgres"], ["self"], relations, limit=5)
+    found = entity_relations(["priya", "postgres"], ["self"], by_entity(relations), limit=5)
     assert len(found) == 5
     assert found[0] == {
         "from": "priya",
@@ -139,7 +140,8 @@ def test_entity_relations_are_those_of_shared_entities_recorded_elsewhere_bounde
         "memory": "other-1",
     }
     assert all(r["memory"] != "self" and r["entity"] in {"priya", "postgres"} for r in found)
-    assert entity_relations([], ["self"], relations, 5) == []
+    assert [r["to"] for r in found[1:]] == [f"feature-{i}" for i in range(4)]  # newest first
+    assert entity_relations([], ["self"], by_entity(relations), 5) == []
 
 
 # ----------------------------------------------------------------------------- parsed query
