@@ -175,6 +175,20 @@ def test_text_similarity_bounds_stop_early_but_never_cross_the_floor():
     assert text_similarity(a, a, floor=0.85) == 1.0
 
 
+def test_texts_that_differ_in_a_number_are_not_duplicates():
+    def candidate(id_, relevance, text):
+        return Candidate(id=id_, relevance=relevance, text=text, embedding=[1.0, 0.0])
+
+    template = "The {} Asian Junior Athletics Championships were the ninth edition of the event in Bangkok."
+    results = [candidate("a", 0.9, template.format(2002)), candidate("b", 0.8, template.format(2001))]
+    assert text_similarity(results[0].text, results[1].text) > 0.85
+    assert [k.id for k in dedupe_results(results, 0.85, candidate_similarity(0.85))] == ["a", "b"]
+    # The same numbers, a word changed: still duplicates.
+    same = [results[0], candidate("c", 0.7, template.format(2002).replace("ninth", "tenth"))]
+    (kept,) = dedupe_results(same, 0.85, candidate_similarity(0.85))
+    assert kept.id == "a" and kept.merged_ids == ["c"]
+
+
 def test_dedupe_by_text_merges_rewordings_not_embedding_twins():
     def candidate(id_, relevance, text):
         # Identical embeddings: the old cosine rule would merge all three.
