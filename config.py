@@ -237,6 +237,26 @@ class Settings(BaseSettings):
     time_window_weight: float = Field(
         default=0.5, ge=0, le=1, description="relevance lost outside the time window the query names"
     )
+    # Memory Fabric traversal entity -> relation -> entity (nodes/relations.py).
+    relation_traversal: bool = Field(
+        default=True, description="follow RelatesTo from the query's entities (Memory Fabric traversal)"
+    )
+    relation_depth: int = Field(default=2, ge=0, le=4, description="relations followed from a query entity")
+    relation_seeds: int = Field(
+        default=8, ge=1, description="query entities (and frontier entities) per depth"
+    )
+    relation_max_edges: int = Field(
+        default=30, ge=1, description="RelatesTo edges read per depth, newest first"
+    )
+    relation_new: int = Field(
+        default=10, ge=0, description="memories the traversal adds as candidates, at most"
+    )
+    relation_weight: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="a traversal candidate's relevance is at least best direct relevance * weight ** depth",
+    )
     hop_penalty: float = Field(default=0.7, gt=0, le=1, description="score factor per hop of expansion")
     max_hops: int = Field(default=2, ge=0, le=5)
     cross_cluster_penalty: float = Field(default=0.5, gt=0, le=1)

@@ -53,6 +53,14 @@ class RecallItem(TypedDict):
     components: NotRequired[dict[str, float]]
 
 
+class ParsedQuery(TypedDict):
+    """How recall read the query (Memory Fabric step 1)."""
+
+    query: str  # the cleaned query: its words without stop words
+    entity_hints: list[str]  # the entities it names
+    intent: str  # decision, procedure, event, person, fact or general
+
+
 class RecallResult(TypedDict):
     """The unified Memory Fabric result format (+ ``trace`` with ``explain``)."""
 
@@ -61,6 +69,7 @@ class RecallResult(TypedDict):
     total_results: int
     sources: dict[str, int]  # results by their source, each once
     retrieval_paths: dict[str, int]  # results found by each retrieval path (cue, fulltext, vector, ...)
+    parsed: NotRequired[ParsedQuery]  # mode recall: the parsed query
     results: list[RecallItem]
     trace: NotRequired[list[TraceStep]]
 
@@ -126,9 +135,10 @@ Args:
   include_superseded: true also returns memories corrected by a newer one, ranked below it
     and marked with superseded_by (default: only current facts).
 
-Returns {query, total_results, sources (results by source), retrieval_paths, results: [{id,
-text, score, source, timestamp, entities, graph_relations, memory_type, cluster_id,
-metadata}]}. Recalled memories are
+Returns {query, total_results, sources (results by source), retrieval_paths, parsed (mode
+recall: the cleaned query, entity_hints, intent), results: [{id, text, score, source,
+timestamp, entities, graph_relations (the memory's own facts, the relation paths that led
+to it, facts about its shared entities), memory_type, cluster_id, metadata}]}. Recalled memories are
 reinforced, so useful memories stay strong."""
 
 MANAGE_DESCRIPTION = """Maintenance operations on the memory.

@@ -74,6 +74,7 @@ PLAIN_BM25 = "BM25, plain words"
 ABLATIONS = {
     "+ spreading activation (graph_activation=true; off by default)": {"graph_activation": True},
     "- multi-hop expansion (max_hops=0)": {"max_hops": 0},
+    "- relation traversal (relation_traversal=false)": {"relation_traversal": False},
 }
 TRACE_STEPS = ("cue_traverse", "vector_search", "fulltext_search", "gather", "cross_reference", "score")
 

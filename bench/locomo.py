@@ -81,6 +81,7 @@ ABLATIONS = {
     "+ spreading activation (graph_activation=true; off by default)": {"graph_activation": True},
     "- conversation context (context_weight=0), = the pipeline before issue 13": {"context_weight": 0.0},
     "- multi-hop expansion (max_hops=0)": {"max_hops": 0},
+    "- relation traversal (relation_traversal=false)": {"relation_traversal": False},
     "- cross-reference boost (boost 1.0)": {"memory_fabric_boost_factor": 1.0},
     "+ activation - context": {"graph_activation": True, "context_weight": 0.0},
     "- query focus (entity, intent and time weights 0)": {

@@ -12,12 +12,16 @@ from typing import Any
 import numpy as np
 from langgraph.runtime import Runtime
 
+from smriti.nodes.relations import MAX_PATHS, by_entity, entity_relations, relation_entry
 from smriti.nodes.scoring import shortlist
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
+from smriti.nodes.textsim import candidate_similarity
 
 ENTITY_FREE_TYPES = frozenset({"keyword", "tag"})
 # Entities encoding more than this share of all memories are too common to cross-reference.
 MAX_SHARED_SHARE = 0.1
+# Relations of a result's cross-referenced entities attached to it, at most (Memory Fabric step 5).
+MAX_ENTITY_RELATIONS = 5
 
 
 def unit_rows(results: Sequence[Candidate]) -> np.ndarray:
@@ -34,18 +38,20 @@ def unit_rows(results: Sequence[Candidate]) -> np.ndarray:
 def dedupe_results(
     results: Sequence[Candidate],
     threshold: float,
-    similarity: Callable[[Candidate, Candidate], float] | None = None,
+    similarity: Callable[[Sequence[Candidate]], np.ndarray] | None = None,
 ) -> list[Candidate]:
     """Merge results whose texts are more than ``threshold`` similar (Memory Fabric step 4).
 
     Walks results by relevance (best first); a result whose similarity (cosine of the
-    embeddings unless ``similarity`` is given) to one already kept is > ``threshold`` is
+    embeddings unless ``similarity`` is given: it returns the n x n similarities of the
+    results in the order it is passed them) to one already kept is > ``threshold`` is
     merged into it: the kept one has the higher relevance, gains the other's id (and the ids
     it had merged) in ``merged_ids``, the union of entities, tags and origins, and is marked
     ``cross_validated``. Returns copies; the inputs are not changed.
     """
     ordered = sorted(results, key=lambda r: (-r.relevance, r.id))
     unit = unit_rows(ordered) if similarity is None else None
+    pairs = similarity(ordered) if similarity is not None else None
     kept_unit = np.empty_like(unit) if unit is not None else None  # kept rows, contiguous
     kept: list[Candidate] = []
     kept_rows: list[int] = []
@@ -59,10 +65,9 @@ def dedupe_results(
             twins = np.flatnonzero(cosines > threshold)
             index = int(twins[0]) if len(twins) else None
         else:
-            assert similarity is not None
-            index = next(
-                (i for i, k in enumerate(kept_rows) if similarity(ordered[k], candidate) > threshold), None
-            )
+            assert pairs is not None
+            twins = np.flatnonzero(pairs[row, kept_rows] > threshold)
+            index = int(twins[0]) if len(twins) else None
         if index is None:
             if kept_unit is not None and unit is not None:
                 kept_unit[len(kept)] = unit[row]
@@ -76,6 +81,7 @@ def dedupe_results(
         tags = {t for t in (twin.tags + "," + candidate.tags).split(",") if t.strip()}
         twin.tags = ",".join(sorted(t.strip() for t in tags))
         twin.origins = sorted(set(twin.origins) | set(candidate.origins))
+        twin.relation_paths = [*twin.relation_paths, *candidate.relation_paths][:MAX_PATHS]
     return kept
 
 
@@ -136,21 +142,27 @@ def shortlist_candidates(state: RecallState, runtime: Runtime[MemoryContext]) ->
 
 @traced("dedupe")
 def merge_duplicates(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """Merge near-identical results (MEMORY_FABRIC_DEDUP_THRESHOLD), see :func:`dedupe_results`."""
+    """Merge results whose texts are near-identical (text similarity above
+    MEMORY_FABRIC_DEDUP_THRESHOLD, :mod:`smriti.nodes.textsim`), see :func:`dedupe_results`."""
     threshold = runtime.context.settings.memory_fabric_dedup_threshold
     before = state.get("candidates", [])
-    after = dedupe_results(before, threshold)
+    after = dedupe_results(before, threshold, candidate_similarity(threshold))
     merged = len(before) - len(after)
     return {
         "candidates": after,
         "_candidates": trace_scores(after),
-        "_notes": f"merged {merged} near-duplicate(s) above {threshold:.2f} similarity",
+        "_notes": f"merged {merged} near-duplicate(s) above {threshold:.2f} text similarity",
     }
 
 
 @traced("cross_reference")
 def cross_reference(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """Boost results whose entities appear elsewhere, and attach their graph relations."""
+    """Boost results whose entities appear elsewhere, and attach their graph relations.
+
+    ``graph_relations`` of a result: its own relations (kind ``own``), the traversal paths that
+    reached it (kind ``path``, nodes/relations.py) and at most MAX_ENTITY_RELATIONS relations of
+    its cross-referenced entities recorded by other memories (kind ``entity``).
+    """
     store = runtime.context.store
     candidates = state.get("candidates", [])
     types = {name: t for c in candidates for name, t in c.entity_types.items()}
@@ -160,14 +172,21 @@ def cross_reference(state: RecallState, runtime: Runtime[MemoryContext]) -> dict
     factor = runtime.context.settings.memory_fabric_boost_factor
     boosted = cross_reference_boost(candidates, counts, types, factor, total=store.count_engrams())
     relations = store.relations_of([c.id for c in boosted]) if boosted else []
-    by_engram: dict[str, list[dict[str, str]]] = {}
+    by_engram: dict[str, list[dict[str, Any]]] = {}
     for relation in relations:
-        by_engram.setdefault(relation.engram_id, []).append(
-            {"from": relation.source, "relation": relation.relation, "to": relation.target}
-        )
+        by_engram.setdefault(relation.engram_id, []).append(relation_entry(relation, "own"))
+    shared = sorted({name for item in boosted for name in item.cross_references})
+    # One read for every result: enough newest edges that each result can fill its share.
+    around = (
+        by_entity(store.related_entities(shared, MAX_ENTITY_RELATIONS * (len(boosted) + 1))) if shared else {}
+    )
     for item in boosted:
         ids = [item.id, *item.merged_ids]
-        item.graph_relations = [rel for i in ids for rel in by_engram.get(i, [])]
+        item.graph_relations = [
+            *(rel for i in ids for rel in by_engram.get(i, [])),
+            *item.relation_paths,
+            *entity_relations(item.cross_references, ids, around, MAX_ENTITY_RELATIONS),
+        ]
     count = sum(1 for item in boosted if item.boosted)
     return {
         "candidates": boosted,

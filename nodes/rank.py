@@ -13,6 +13,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from smriti.errors import ProviderError, StoreFull
+from smriti.nodes.parsed import parsed_result
 from smriti.nodes.scoring import SIMILARITY, rank
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 
@@ -192,4 +193,6 @@ def format_result(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[s
     result = unified_result(
         state.get("query", ""), state["mode"], state.get("results", []), state.get("explain", False)
     )
+    if "parsed" in state:  # recall mode: how the query was read (search and list do not parse it)
+        result["parsed"] = parsed_result(state.get("query", ""), state["parsed"])
     return {"result": result, "_notes": f"{result['total_results']} result(s)"}

@@ -239,7 +239,8 @@ class Candidate:
     merged_ids: list[str] = field(default_factory=list)
     boosted: bool = False
     cross_references: list[str] = field(default_factory=list)
-    graph_relations: list[dict[str, str]] = field(default_factory=list)
+    graph_relations: list[dict[str, Any]] = field(default_factory=list)
+    relation_paths: list[dict[str, Any]] = field(default_factory=list)  # nodes/relations.py
     # scoring
     score: float = 0.0
     components: dict[str, float] = field(default_factory=dict)

@@ -6,8 +6,9 @@ validate ─┬─ list ──> list_recent ────────────
           └─ recall > parse_query ┬ cue_traverse ─┐
                                   ├ vector_search ┼> gather > activate > conversation_context
                                   └ fulltext ─────┘
-    conversation_context > multi_hop > focus > rerank > seed_cluster > shortlist > dedupe
-    dedupe > cross_reference > current_only > score > demote_superseded > reinforce > format
+    conversation_context > multi_hop > relation_traverse > focus > rerank > seed_cluster
+    seed_cluster > shortlist > dedupe > cross_reference > current_only > score
+    score > demote_superseded > reinforce > format
 ```
 (search mode: gather > current_only > score.)
 The three direct branches run in parallel and join before expansion. Input is
@@ -22,9 +23,10 @@ Where each step lives, in the order a run reaches them:
    parse_query, cue_traverse, vector_search (also vector_only), fulltext_search.
 3. ``nodes/expand.py``: gather (rank fusion into candidates); ``nodes/activate.py``: activate
    (spreading activation, the graph branch); ``nodes/neighbours.py``: conversation_context;
-   ``nodes/expand.py`` again: multi_hop; ``nodes/focus.py``: focus (entity hints, intent, time
-   window); ``nodes/rank.py``: rerank (the optional cross-encoder; before the shortlist, whose
-   bounds it could otherwise break); ``nodes/expand.py``: seed_cluster.
+   ``nodes/expand.py`` again: multi_hop; ``nodes/relations.py``: relation_traverse (the Memory
+   Fabric traversal entity -> relation -> entity, with paths); ``nodes/focus.py``: focus (entity
+   hints, intent, time window); ``nodes/rank.py``: rerank (the optional cross-encoder; before
+   the shortlist, whose bounds it could otherwise break); ``nodes/expand.py``: seed_cluster.
 4. ``nodes/fabric.py``: shortlist (the profile's bounds), dedupe, cross_reference.
 5. ``nodes/supersede.py``: current_only (superseded memories hidden, or kept with
    ``include_superseded``) and, after scoring, demote_superseded (ranked below current facts).
@@ -45,6 +47,7 @@ from smriti.nodes.fabric import cross_reference, merge_duplicates, shortlist_can
 from smriti.nodes.focus import focus
 from smriti.nodes.neighbours import conversation_context
 from smriti.nodes.rank import format_result, reinforce, rerank, score
+from smriti.nodes.relations import relation_traverse
 from smriti.nodes.search import (
     cue_traverse,
     extract_query_cues,
@@ -83,6 +86,7 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     builder.add_node("activate", activate)
     builder.add_node("conversation_context", conversation_context)
     builder.add_node("multi_hop", multi_hop)
+    builder.add_node("relation_traverse", relation_traverse)
     builder.add_node("focus", focus)
     builder.add_node("seed_cluster", find_seed_cluster)
     builder.add_node("shortlist", shortlist_candidates)
@@ -105,7 +109,8 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     builder.add_conditional_edges("gather", _after_gather, ["current_only", "activate"])
     builder.add_edge("activate", "conversation_context")
     builder.add_edge("conversation_context", "multi_hop")
-    builder.add_edge("multi_hop", "focus")
+    builder.add_edge("multi_hop", "relation_traverse")
+    builder.add_edge("relation_traverse", "focus")
     builder.add_edge("focus", "rerank")
     builder.add_edge("rerank", "seed_cluster")
     builder.add_edge("seed_cluster", "shortlist")

@@ -608,6 +608,13 @@ class GraphStore(Protocol):
         """RelatesTo edges recorded by these engrams."""
         ...
 
+    def related_entities(self, cue_names: Sequence[str], limit: int) -> list[Relation]:
+        """RelatesTo edges with either end among these cue names (normalised here), at most
+        ``limit``: newest first, ties by (source, relation, target, engram_id). One hop of the
+        Memory Fabric traversal (entity -> relation -> entity), read for a whole frontier at once.
+        """
+        ...
+
     def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
         """Take delta off (Cue a)-[:CoOccurs]-(Cue b) for each (a, b, delta) (cue names), either
         direction; an edge left at or below zero is removed, a missing one is never created."""

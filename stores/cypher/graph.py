@@ -109,6 +109,41 @@ class CypherGraphReads:
             "WHERE r.engram_id IN $ids", "created_at, source, relation, target", ids=list(engram_ids)
         )
 
+    def related_entities(self, cue_names: Sequence[str], limit: int) -> list[Relation]:
+        """Edges from or to these cues, newest first (see the protocol), at most ``limit``."""
+        names = sorted({normalise_cue_name(n) for n in cue_names} - {""})
+        if limit <= 0 or not names:
+            return []
+        # Two directed matches joined by UNION, so each side can use the (user, name) index
+        # instead of one OR over every RelatesTo edge of the user.
+        match = "MATCH (a:Cue {user: $user})-[r:RelatesTo]->(b:Cue {user: $user})"
+        columns = (
+            "a.name AS source, r.relation AS relation, b.name AS target, "
+            "r.engram_id AS engram_id, r.created_at AS created_at"
+        )
+        # Each side keeps its newest ``limit`` (a hub entity must not load all its edges).
+        newest = "ORDER BY created_at DESC, source, relation, target, engram_id LIMIT $limit"
+        rows = self.graph.q(
+            f"{match} WHERE a.name IN $names RETURN {columns} {newest} "
+            f"UNION {match} WHERE b.name IN $names RETURN {columns} {newest}",
+            names=names,
+            limit=int(limit),
+        )
+        found = [
+            Relation(
+                r["source"],
+                r["relation"],
+                r["target"],
+                r["engram_id"] or "",
+                from_stored_time(r["created_at"]),
+            )
+            for r in rows
+        ]
+        # Newest first as the protocol orders them (sorted here: a UNION cannot be ordered as one).
+        found.sort(key=lambda r: (r.source, r.relation, r.target, r.engram_id))
+        found.sort(key=lambda r: r.created_at, reverse=True)
+        return found[:limit]
+
     def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
         """Cues that encode no engram (only among ``names`` when given), with their edges."""
         rows = self.graph.q(

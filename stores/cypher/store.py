@@ -283,6 +283,9 @@ class CypherGraphStore(StoreBase):
     def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
         return self.reads.relations_of(engram_ids)
 
+    def related_entities(self, cue_names: Sequence[str], limit: int) -> list[Relation]:
+        return self.reads.related_entities(cue_names, limit)
+
     def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
         return self.reads.delete_orphan_cues(names)
 

@@ -195,6 +195,19 @@ class GraphReads:
         )
         return [Relation(s, rel, t, e or "", from_db(at)) for s, rel, t, e, at in rows]
 
+    def related_entities(self, cue_names: Sequence[str], limit: int) -> list[Relation]:
+        """Edges from or to these cues, newest first (see the protocol), at most ``limit``."""
+        ids = self.cues.ids(cue_names)
+        if limit <= 0 or not ids:
+            return []
+        rows = self.db.run(
+            "MATCH (a:Cue)-[r:RelatesTo]->(b:Cue) WHERE a.id IN $ids OR b.id IN $ids "
+            "RETURN a.name, r.relation, b.name, r.engram_id, r.created_at "
+            "ORDER BY r.created_at DESC, a.name, r.relation, b.name, r.engram_id LIMIT $limit",
+            {"ids": list(ids), "limit": int(limit)},
+        )
+        return [Relation(s, rel, t, e or "", from_db(at)) for s, rel, t, e, at in rows]
+
     @locked
     def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
         """Delete cues that encode no engram, only among ``names`` when given (with their

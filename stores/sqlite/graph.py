@@ -287,6 +287,24 @@ class Graph:
         )
         return [Relation(s, rel, t, e or "", from_db(at)) for s, rel, t, e, at in rows]
 
+    def related_entities(self, cue_names: Sequence[str], limit: int) -> list[Relation]:
+        """Edges from or to these cues, newest first (see the protocol), at most ``limit``."""
+        names = id_list(sorted({normalise_cue_name(n) for n in cue_names} - {""}))
+        if limit <= 0 or names == "[]":
+            return []
+        ends = f"(SELECT rowid FROM cue WHERE name IN {IDS})"
+        rows = self.db.read(
+            # Two index ranges (the primary key leads with source; relates_to_target) joined by
+            # UNION, rather than one OR over the whole table.
+            "SELECT s.name, r.relation, t.name, r.engram_id, r.created_at FROM ("
+            f"SELECT * FROM relates_to WHERE source IN {ends} UNION "
+            f"SELECT * FROM relates_to WHERE target IN {ends}) r "
+            "JOIN cue s ON s.rowid = r.source JOIN cue t ON t.rowid = r.target "
+            "ORDER BY r.created_at DESC, s.name, r.relation, t.name, r.engram_id LIMIT ?",
+            (names, names, int(limit)),
+        )
+        return [Relation(s, rel, t, e or "", from_db(at)) for s, rel, t, e, at in rows]
+
     # -- associations ------------------------------------------------------------------------------
     @written
     def associate_many(self, associations: Sequence[Association]) -> None:

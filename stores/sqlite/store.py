@@ -263,6 +263,9 @@ class SqliteStore(StoreBase):
     def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
         return self.graph.relations_of(engram_ids)
 
+    def related_entities(self, cue_names: Sequence[str], limit: int) -> list[Relation]:
+        return self.graph.related_entities(cue_names, limit)
+
     def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
         self.graph.weaken_cooccurrences(pairs)
 

@@ -324,6 +324,29 @@ def test_relations_of_engrams(store):
     assert [r.engram_id for r in store.relations_of(["r1", "r2"])] == ["r2", "r1"]  # oldest first
 
 
+def test_related_entities_follow_relations_either_way_newest_first(store):
+    store.add_relation(Relation("database-engineer", "recommends", "cursor-pagination", "m1", T0))
+    store.add_relation(
+        Relation("Cursor Pagination", "relies_on", "opaque tokens", "m2", T0 + timedelta(hours=1))
+    )
+    store.add_relation(
+        Relation("frontend-team", "dislikes", "cursor-pagination", "m3", T0 - timedelta(days=1))
+    )
+    store.add_relation(Relation("unrelated", "uses", "elsewhere", "m4", T0))
+    found = store.related_entities(["cursor-pagination", "nobody"], 10)
+    # Outgoing and incoming edges of the cue (names normalised), newest first.
+    assert [(r.source, r.relation, r.target, r.engram_id) for r in found] == [
+        ("cursor-pagination", "relies_on", "opaque-tokens", "m2"),
+        ("database-engineer", "recommends", "cursor-pagination", "m1"),
+        ("frontend-team", "dislikes", "cursor-pagination", "m3"),
+    ]
+    assert found[0].created_at == T0 + timedelta(hours=1)
+    assert [r.engram_id for r in store.related_entities(["CURSOR-PAGINATION"], 2)] == ["m2", "m1"]
+    assert store.related_entities(["nobody"], 10) == []
+    assert store.related_entities([], 10) == []
+    assert store.related_entities(["cursor-pagination"], 0) == []
+
+
 def test_delete_orphan_cues_keeps_linked_ones(store):
     store.create_engram(engram("o1"))
     kept = store.upsert_cue(Cue(name="kept"))

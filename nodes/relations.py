@@ -1,0 +1,289 @@
+"""Memory Fabric relation traversal: entity -> relation -> entity, to depth 2, with the path.
+
+Memories record facts between entities as RelatesTo edges between cues ("database-engineer
+-recommends-> cursor-pagination", written by the memory that said it). The direct branches
+find memories that share words, cues or meaning with the query; this stage follows the facts
+instead. From the query's entities it reads the RelatesTo edges touching them (either
+direction, one store read per depth for the whole frontier), reaches the entities at their
+other ends, and repeats up to ``RELATION_DEPTH``. Each reached entity brings back:
+
+1. the memory that recorded the edge that reached it (the fact itself), and
+2. the memories the reached entity encodes (EncodedBy; what else is known about it),
+
+each with the path that explains why it came back. A memory that recorded an edge of the
+walk is explained by the walk up to that edge (``database-engineer -recommends->
+cursor-pagination -relies_on-> opaque``) rather than by the entity it encodes; an edge walked
+against its direction reads ``x <-relation- y``. The path ends up in the result's
+``graph_relations`` (kind ``path``).
+
+Bounded work: at most ``RELATION_SEEDS`` query cues start it, each depth reads at most
+``RELATION_MAX_EDGES`` edges (newest first) and at most ``RELATION_NEW`` memories join the
+candidates (shallower first). A traversal candidate's relevance is the larger of its own
+fused signals and ``best direct relevance * RELATION_WEIGHT ** depth``, and it counts as
+``depth`` hops for the scoring profile's hop and cluster penalties, so a fact reached through
+the graph ranks below the direct hits it explains unless it matches the query itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from smriti.nodes.expand import fill_similarity, query_vector, score_relevance
+from smriti.nodes.search import load_candidates
+from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
+from smriti.stores.base import GraphStore, Relation, normalise_cue_name
+
+# Paths kept per result: one explains it; a few show it was reached several ways.
+MAX_PATHS = 3
+# Entities encoding more than this share of all memories are hubs, not followed (as the
+# cross-reference boost's MAX_SHARED_SHARE).
+MAX_HUB_SHARE = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One edge of a path, as stored (``source -relation-> target``), and which way it was walked."""
+
+    source: str
+    relation: str
+    target: str
+    forward: bool  # walked source -> target; False: reached the source from the target
+
+    @property
+    def start(self) -> str:
+        return self.source if self.forward else self.target
+
+    @property
+    def end(self) -> str:
+        return self.target if self.forward else self.source
+
+
+def render_path(steps: Sequence[Step]) -> str:
+    """``a -r1-> b -r2-> c``; an edge ``a -r-> b`` walked from b to a reads ``b <-r- a``."""
+    if not steps:
+        return ""
+    text = steps[0].start
+    for step in steps:
+        text += f" -{step.relation}-> {step.end}" if step.forward else f" <-{step.relation}- {step.end}"
+    return text
+
+
+def path_entry(steps: Sequence[Step]) -> dict[str, Any]:
+    """A ``graph_relations`` entry for a traversal path: from the query's entity to the reached one,
+    the relations in order, the rendered path and its depth."""
+    return {
+        "from": steps[0].start,
+        "relation": "/".join(step.relation for step in steps),
+        "to": steps[-1].end,
+        "kind": "path",
+        "path": render_path(steps),
+        "depth": len(steps),
+    }
+
+
+Path = tuple[Step, ...]
+
+
+@dataclass(slots=True)
+class Reached:
+    """What the traversal found: per memory, the shortest path(s) that lead to it."""
+
+    facts: dict[str, list[Path]]  # engram id -> the walk up to each edge it recorded, shortest
+    entities: dict[str, Path]  # reached entity -> the path that reached it first
+    edges: int  # edges read
+    encoded: dict[str, list[Path]] = field(default_factory=dict)  # engram id -> paths to its entities
+
+    def paths(self, engram_id: str) -> list[Path]:
+        """The memory's explanation: the facts it recorded on the walk, else its reached entities."""
+        return self.facts.get(engram_id) or self.encoded.get(engram_id, [])
+
+    def memories(self) -> set[str]:
+        return set(self.facts) | set(self.encoded)
+
+
+def traverse(
+    store: GraphStore,
+    seeds: Sequence[str],
+    depth: int,
+    max_edges: int,
+    max_frontier: int,
+    ceiling: int | None = None,
+) -> Reached:
+    """Breadth-first over RelatesTo from the seed cue names, to ``depth``.
+
+    An entity is expanded once (at the depth it was first reached); a memory keeps every path
+    of the shortest length that reached it (up to MAX_PATHS), so the explanation is the most
+    direct one. Hubs are not expanded: an entity encoding more than ``ceiling`` memories (see
+    :func:`hub_ceiling`; a speaker's name in a conversation) relates to everything, so its newest
+    edges would crowd out the query's real subject. Pure graph work: no memory is loaded here.
+    """
+    facts: dict[str, list[Path]] = {}
+    entities: dict[str, Path] = {name: () for name in seeds}
+    frontier = list(seeds)
+    edges = 0
+    for _ in range(depth):
+        if ceiling is not None and frontier:
+            frontier = not_hubs(store, frontier, ceiling)
+        if not frontier:
+            break
+        relations = store.related_entities(frontier, max_edges)
+        edges += len(relations)
+        here = set(frontier)
+        next_frontier: list[str] = []
+        for relation in relations:
+            for step in _steps(relation, here):
+                path = (*entities[step.start], step)
+                if relation.engram_id:
+                    add_path(facts, relation.engram_id, path)
+                if step.end not in entities:
+                    entities[step.end] = path
+                    next_frontier.append(step.end)
+        frontier = next_frontier[:max_frontier]
+    return Reached(facts, entities, edges)
+
+
+def hub_ceiling(store: GraphStore) -> int:
+    """The most memories an entity may encode and still be followed: max(2, MAX_HUB_SHARE x all)."""
+    return max(2, int(MAX_HUB_SHARE * store.count_engrams()))
+
+
+def not_hubs(store: GraphStore, names: Sequence[str], ceiling: int) -> list[str]:
+    """``names`` without the entities that encode more than ``ceiling`` memories (one read)."""
+    counts = store.cue_engram_counts(names)
+    return [name for name in names if counts.get(name, 0) <= ceiling]
+
+
+def _steps(relation: Relation, frontier: set[str]) -> Iterable[Step]:
+    """The ways ``relation`` leads out of the frontier: forward from its source, backward from
+    its target (both when both ends are in the frontier)."""
+    if relation.source in frontier:
+        yield Step(relation.source, relation.relation, relation.target, True)
+    if relation.target in frontier:
+        yield Step(relation.source, relation.relation, relation.target, False)
+
+
+def add_path(paths: dict[str, list[Path]], engram_id: str, path: Path) -> None:
+    """Keep the shortest paths to a memory (at most MAX_PATHS): a shorter one replaces them."""
+    known = paths.setdefault(engram_id, [])
+    if known and len(path) < len(known[0]):
+        known.clear()
+    if (not known or len(path) == len(known[0])) and path not in known and len(known) < MAX_PATHS:
+        known.append(path)
+
+
+def query_entities(parsed: dict[str, Any], limit: int) -> list[str]:
+    """The cue names the traversal starts from: entity hints first (they name the query's
+    subject), then the other cues, normalised, without repeats, at most ``limit``."""
+    names = [normalise_cue_name(n) for n in [*parsed.get("entity_hints", []), *parsed.get("cues", [])]]
+    return list(dict.fromkeys(n for n in names if n))[:limit]
+
+
+@traced("relation_traverse")
+def relation_traverse(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Follow RelatesTo from the query's entities (RELATION_TRAVERSAL, RELATION_DEPTH); bring back the
+    memories behind the reached facts and entities as candidates, each with its path."""
+    context = runtime.context
+    settings = context.settings
+    candidates = list(state.get("candidates", []))
+    seeds = query_entities(state.get("parsed", {}), settings.relation_seeds)
+    if not settings.relation_traversal or settings.relation_depth == 0 or not seeds:
+        return {"_notes": "off" if not settings.relation_traversal else "no entities to start from"}
+    reached = traverse(
+        context.store,
+        seeds,
+        settings.relation_depth,
+        settings.relation_max_edges,
+        settings.relation_seeds,
+        ceiling := hub_ceiling(context.store),
+    )
+    # 2. Memories encoded by the reached entities (not the seeds: cue traversal found those; not
+    # the hubs: any ten of a speaker's turns explain nothing).
+    far = [name for name, path in reached.entities.items() if path]
+    far = not_hubs(context.store, far, ceiling) if far else []
+    if far and settings.relation_new:
+        for hit in context.store.engrams_by_cues(far, settings.relation_new):
+            for name in hit.cues:
+                if name in reached.entities:
+                    add_path(reached.encoded, hit.engram_id, reached.entities[name])
+    known = {c.id: c for c in candidates}
+    best = max((c.relevance for c in candidates if not c.hops), default=1.0)
+    weight = settings.relation_weight
+    updated: dict[str, Candidate] = {}
+    for engram_id in sorted(reached.memories() & set(known)):
+        # Already a candidate: it gains the explanation, and at least what the walk passes on.
+        paths = reached.paths(engram_id)
+        item = known[engram_id].copy()
+        item.relation_paths = [*item.relation_paths, *(path_entry(p) for p in paths)][:MAX_PATHS]
+        item.relevance = max(item.relevance, best * weight ** len(paths[0]))
+        item.origins = [*item.origins, "relation"]
+        updated[engram_id] = item
+    # New memories: the recorded facts first, then the shallower, then by id (stable).
+    fresh = sorted(
+        reached.memories() - set(known),
+        key=lambda i: (i not in reached.facts, len(reached.paths(i)[0]), i),
+    )
+    new = load_candidates(context, fresh[: settings.relation_new], {}, state.get("memory_type"))
+    query = query_vector(state)
+    for candidate in new:
+        paths = reached.paths(candidate.id)
+        depth = len(paths[0])
+        fill_similarity(candidate, query)
+        score_relevance(candidate, state.get("branch_scores", {}), state["mode"], context.fusion)
+        candidate.relevance = max(candidate.relevance, best * weight**depth)
+        candidate.hops, candidate.origins = depth, ["relation"]
+        candidate.relation_paths = [path_entry(p) for p in paths]
+    merged = [updated.get(c.id, c) for c in candidates] + new
+    return {
+        "candidates": merged,
+        "_candidates": trace_scores([*updated.values(), *new]),
+        "_notes": (
+            f"from {seeds}: {reached.edges} edge(s), {len(reached.entities) - len(seeds)} entities reached; "
+            f"{len(new)} memories added, {len(updated)} explained"
+        ),
+    }
+
+
+def relation_entry(relation: Relation, kind: str, **extra: str) -> dict[str, Any]:
+    """A ``graph_relations`` entry: ``{from, relation, to, kind}`` (+ ``extra`` keys)."""
+    entry = {"from": relation.source, "relation": relation.relation, "to": relation.target, "kind": kind}
+    return {**entry, **extra}
+
+
+def by_entity(relations: Sequence[Relation]) -> dict[str, list[Relation]]:
+    """``relations`` under each of their two ends, in the given order (an edge between two
+    entities is listed under both)."""
+    index: dict[str, list[Relation]] = {}
+    for relation in relations:
+        index.setdefault(relation.source, []).append(relation)
+        if relation.target != relation.source:
+            index.setdefault(relation.target, []).append(relation)
+    return index
+
+
+def entity_relations(
+    cross_references: Sequence[str],
+    own_ids: Iterable[str],
+    index: Mapping[str, Sequence[Relation]],
+    limit: int,
+) -> list[dict[str, Any]]:
+    """The graph relations of a result's cross-referenced entities, recorded by other memories.
+
+    Memory Fabric step 5 adds "the graph relations" of the entities that appear elsewhere in
+    the graph to the result: what the rest of the memory says about them. Of the relations in
+    ``index`` (see :func:`by_entity`, built once from the newest edges) under one of
+    ``cross_references`` and recorded by a memory outside ``own_ids`` (its own are listed as
+    kind ``own``): the newest ``limit``, each as kind ``entity`` naming the shared ``entity``
+    and the ``memory`` that recorded it.
+    """
+    own = set(own_ids)
+    chosen: dict[Relation, str] = {}  # relation -> the shared entity it was found under
+    for entity in cross_references:
+        fresh = [r for r in index.get(entity, ()) if r.engram_id not in own and r not in chosen]
+        for relation in fresh[:limit]:  # no entity needs more than the limit
+            chosen[relation] = entity
+    newest = sorted(chosen, key=lambda r: r.created_at, reverse=True)[:limit]
+    return [relation_entry(r, "entity", entity=chosen[r], memory=r.engram_id) for r in newest]
