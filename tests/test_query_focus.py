@@ -107,8 +107,9 @@ def test_a_named_person_ranks_their_memories_first(make_context):
     """Two memories match the words equally; the one linked to the person asked about wins,
     and with the weight at 0 the order falls back to the tie-break."""
     context = make_context(entity_hint_weight=0.5)
-    mine = _store(context, "Caroline: I went to the pottery class on Friday.")
-    other = _store(context, "Melanie: I went to the pottery class on Friday.")
+    # As alike in words as two different memories get (the same text would be deduplicated).
+    mine = _store(context, "Caroline: went to the pottery class on Friday after work")
+    other = _store(context, "Melanie: the pottery class on Friday was fun, I went too")
     for i in range(10):
         _store(context, f"Jon: chatter {i} about football and the weather")
     result, trace = _recall(context, "When did Caroline go to the pottery class?")

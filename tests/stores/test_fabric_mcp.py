@@ -184,8 +184,9 @@ def test_dedupe_merges_texts_above_85_percent_and_keeps_different_ones(settings)
                 "at two in the morning, every day",
                 tags="backup",
             )
-            tabs = await _store(client, "Omar prefers tabs for indentation")
-            spaces = await _store(client, "Omar prefers spaces for indentation")
+            # ("uses", not "prefers": a later "prefers" supersedes the earlier one, issue 15)
+            tabs = await _store(client, "Omar uses tabs for indentation")
+            spaces = await _store(client, "Omar uses spaces for indentation")
             result = await _recall(client, "nightly backup job postgres", limit=5)
             ids = [item["id"] for item in result["results"]]
             assert len({a, b} & set(ids)) == 1
@@ -193,7 +194,7 @@ def test_dedupe_merges_texts_above_85_percent_and_keeps_different_ones(settings)
             assert kept["metadata"]["cross_validated"] is True
             assert kept["metadata"]["merged_ids"] == [({a, b} - {kept["id"]}).pop()]
             assert kept["metadata"]["tags"] == "backup,ops"
-            result = await _recall(client, "Omar prefers indentation", limit=5)
+            result = await _recall(client, "Omar uses indentation", limit=5)
             ids = [item["id"] for item in result["results"]]
             assert {tabs, spaces} <= set(ids)
 
