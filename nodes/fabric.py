@@ -131,7 +131,8 @@ def shortlist_candidates(state: RecallState, runtime: Runtime[MemoryContext]) ->
     candidates = state.get("candidates", [])
     seed = state.get("seed_cluster", -1)
     profile = runtime.context.scoring
-    keep = shortlist([profile.bounds(c, seed) for c in candidates], 2 * state["limit"])
+    now = runtime.context.clock()
+    keep = shortlist([profile.bounds(c, seed, now) for c in candidates], 2 * state["limit"])
     kept = [candidates[i] for i in keep]
     return {
         "candidates": kept,

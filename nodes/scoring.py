@@ -284,7 +284,7 @@ class ScoringProfile(Protocol):
         """The candidate's final score and its components (for ``explain``)."""
         ...
 
-    def bounds(self, candidate: Candidate, seed: int) -> tuple[float, float]:
+    def bounds(self, candidate: Candidate, seed: int, now: datetime) -> tuple[float, float]:
         """(lowest, highest) score the candidate can get, whatever dedupe and boost do later."""
         ...
 
@@ -322,9 +322,11 @@ class Shaping:
 class CompositeProfile:
     """score = composite_score(relevance, recency, importance, decay) * hop * cluster / ceiling.
 
-    Bounds: ``relevance * hop * cluster`` times between ws (no recency, importance or decay)
-    and ``ws + wr + wi + wd`` (all of them), the upper bound also times the boost factor
-    (cross_reference may still raise relevance); both divided by the ceiling.
+    Bounds: the score as it stands (dedupe changes no field the score reads: it keeps the
+    better candidate as it is) and that times the boost factor (cross_reference may still
+    raise relevance). A memory's recency, importance and decay are known at the shortlist, so
+    the bounds are a factor ``boost`` apart, not ~3 (the range of the non-relevance terms),
+    and the shortlist keeps few candidates for dedupe and cross_reference.
     """
 
     weights: CompositeWeights
@@ -344,21 +346,17 @@ class CompositeProfile:
         )
         return value / self.shaping.ceiling, parts
 
-    def bounds(self, candidate: Candidate, seed: int) -> tuple[float, float]:
-        hop, cluster = self.shaping.factors(candidate, seed)
-        relevance = candidate.relevance * hop * cluster
-        w = self.weights
-        total = w.similarity + w.recency + w.importance + w.decay
-        boost, ceiling = max(1.0, self.shaping.boost_factor), self.shaping.ceiling
-        return relevance * w.similarity / ceiling, relevance * total * boost / ceiling
+    def bounds(self, candidate: Candidate, seed: int, now: datetime) -> tuple[float, float]:
+        value, _ = self.score(candidate, now, seed)
+        return value, value * max(1.0, self.shaping.boost_factor)
 
 
 @dataclass(frozen=True, slots=True)
 class FabricProfile:
     """score = fabric_score(relevance, recency, authority) * hop * cluster / ceiling.
 
-    Bounds: recency at 0 and 1, authority at 0.5 and 1 (it depends on dedupe and boost),
-    relevance as it is and times the boost factor; both divided by the ceiling.
+    Bounds: recency as it is (known at the shortlist), authority at 0.5 and 1 (it depends on
+    dedupe and boost), relevance as it is and times the boost factor; divided by the ceiling.
     """
 
     weights: FabricWeights
@@ -373,13 +371,14 @@ class FabricProfile:
         )
         return value / self.shaping.ceiling, parts
 
-    def bounds(self, candidate: Candidate, seed: int) -> tuple[float, float]:
+    def bounds(self, candidate: Candidate, seed: int, now: datetime) -> tuple[float, float]:
         hop, cluster = self.shaping.factors(candidate, seed)
         relevance = candidate.relevance * hop * cluster
         w = self.weights
         boost, ceiling = max(1.0, self.shaping.boost_factor), self.shaping.ceiling
-        low = w.relevance * relevance + w.authority * 0.5 * hop * cluster
-        high = (w.recency + w.authority) * hop * cluster + w.relevance * relevance * boost
+        recent = w.recency * self.shaping.recency(candidate, now) * hop * cluster
+        low = recent + w.relevance * relevance + w.authority * 0.5 * hop * cluster
+        high = recent + w.authority * hop * cluster + w.relevance * relevance * boost
         return low / ceiling, high / ceiling
 
 
@@ -396,7 +395,7 @@ class SimilarityProfile:
     def score(self, candidate: Candidate, now: datetime, seed: int) -> tuple[float, dict[str, float]]:
         return candidate.relevance, {}
 
-    def bounds(self, candidate: Candidate, seed: int) -> tuple[float, float]:
+    def bounds(self, candidate: Candidate, seed: int, now: datetime) -> tuple[float, float]:
         return candidate.relevance, candidate.relevance
 
 

@@ -62,7 +62,7 @@ def candidates(draw):
     cross_validated=st.booleans(),
 )
 def test_every_score_lies_within_its_profiles_bounds(profile, candidate, seed, boosted, cross_validated):
-    low, high = profile.bounds(candidate, seed)  # taken at the shortlist, before dedupe and boost
+    low, high = profile.bounds(candidate, seed, NOW)  # taken at the shortlist, before dedupe and boost
     # What dedupe and cross_reference may do afterwards: merge (cross_validated) and boost.
     candidate.cross_validated = cross_validated
     if boosted:
@@ -76,7 +76,7 @@ def test_every_score_lies_within_its_profiles_bounds(profile, candidate, seed, b
 @given(candidate=candidates())
 def test_similarity_profile_is_the_relevance(candidate):
     assert SIMILARITY.score(candidate, NOW, -1) == (candidate.relevance, {})
-    assert SIMILARITY.bounds(candidate, -1) == (candidate.relevance, candidate.relevance)
+    assert SIMILARITY.bounds(candidate, -1, NOW) == (candidate.relevance, candidate.relevance)
 
 
 def test_profiles_are_built_from_settings_with_the_design_defaults(settings):
