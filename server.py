@@ -49,7 +49,7 @@ from pydantic import Field
 from smriti.config import Settings, load_settings
 from smriti.errors import SmritiError, UserError
 from smriti.server_auth import HttpAuth, add_health_route, plan_http_auth
-from smriti.server_resources import register_resources
+from smriti.server_resources import MEMORY_RESOURCES, register_resources
 from smriti.server_runtime import (
     NOTHING_TO_SYNC,
     Runtime,
@@ -158,6 +158,20 @@ def _check[T](check: Callable[..., T], *args: Any) -> T:
 
 
 # ----------------------------------------------------------------------------- the tools
+async def memories_changed(ctx: ToolContext) -> None:
+    """Tell listening clients (``subscriptions/listen``) that the memory resources changed.
+
+    Called after a store, a forget and a consolidation. A client that shows memory://recent or
+    memory://stats re-reads them instead of polling. A notification that cannot be sent (no
+    listener bus on this connection) changes nothing about the call that made the change.
+    """
+    for uri in MEMORY_RESOURCES:
+        try:
+            await ctx.notify_resource_updated(uri)
+        except Exception as error:  # the change itself is done and acknowledged
+            logger.debug("could not notify %s: %s", uri, error)
+
+
 async def smriti_store(
     ctx: ToolContext,
     content: Annotated[str, Field(description="The memory, as self-contained sentences")],
@@ -194,6 +208,7 @@ async def smriti_store(
     payload["cues"] = [{"name": c["name"], "type": c.get("type", "keyword")} for c in stored["cues"]]
     if explain:
         payload["trace"] = stored["trace"]
+    await memories_changed(ctx)
     return _result(payload)
 
 
@@ -241,6 +256,7 @@ async def smriti_manage(
             raise ToolError("memory_id is required to forget a memory (take it from a recall result)")
         details = await _call("forget", runtime.memory.forget, memory_id)
         message = f"forgot memory {details.get('forgotten', memory_id.strip())}"
+        await memories_changed(ctx)
     elif action == "sync" and runtime.backup is None:
         # As `smriti sync` does: a session-end hook on a memory without backups is not an error.
         details = {"status": "disabled", "backup_type": "none"}
@@ -252,6 +268,7 @@ async def smriti_manage(
         report = await _call("consolidate", runtime.consolidate)
         details = {k: v for k, v in report.items() if k != "trace"}
         message = "consolidation finished"
+        await memories_changed(ctx)
         if explain:
             return _result(
                 {"action": action, "message": message, "details": details, "trace": report["trace"]}

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from smriti.server_runtime import Runtime
 
 RECENT = 20  # memories in memory://recent
+# What a store, a forget or a consolidation changes: the tools notify listeners of these.
+MEMORY_RESOURCES = ("memory://stats", "memory://recent", "memory://graph")
 PROMPT_MEMORIES = 5
 GRAPH_MEMORIES = 300
 

@@ -78,3 +78,43 @@ def test_store_and_consolidate_traces_with_explain(tmp_path):
             assert "recluster" in steps and "decay" in steps
 
     anyio.run(main)
+
+
+def test_listeners_hear_when_memories_change(tmp_path):
+    """A client listening (subscriptions/listen) to the memory resources is told after a store,
+    a forget and a consolidation; a rejected store and a recall change nothing and say nothing."""
+    from mcp.client.subscriptions import ResourceUpdated
+
+    from smriti.server_resources import MEMORY_RESOURCES
+
+    command = server_command()
+    params = StdioServerParameters(command=command[0], args=command[1:], env=server_env(tmp_path))
+
+    async def changed(sub, seconds: float) -> set[str]:
+        seen: set[str] = set()
+        with anyio.move_on_after(seconds):
+            async for event in sub:
+                assert isinstance(event, ResourceUpdated)
+                seen.add(event.uri)
+                if seen == set(MEMORY_RESOURCES):
+                    break
+        return seen
+
+    async def main() -> None:
+        async with (
+            Client(stdio_client(params)) as client,
+            client.listen(resource_subscriptions=list(MEMORY_RESOURCES)) as sub,
+        ):
+            assert set(sub.honored.resource_subscriptions or ()) == set(MEMORY_RESOURCES)
+            stored = await client.call_tool("smriti_store", {"content": MEMORIES[0]})
+            assert await changed(sub, 10) == set(MEMORY_RESOURCES)
+            assert (await client.call_tool("smriti_store", {"content": ""})).is_error
+            await client.call_tool("smriti_recall", {"query": "pagination"})
+            assert await changed(sub, 1.0) == set()
+            memory_id = stored.structured_content["id"]
+            await client.call_tool("smriti_manage", {"action": "forget", "memory_id": memory_id})
+            assert await changed(sub, 10) == set(MEMORY_RESOURCES)
+            await client.call_tool("smriti_manage", {"action": "consolidate"})
+            assert await changed(sub, 10) == set(MEMORY_RESOURCES)
+
+    anyio.run(main)
