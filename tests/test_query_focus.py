@@ -150,6 +150,16 @@ def test_occurred_at_sets_the_memory_time_not_its_last_access(make_context):
     assert engram.last_accessed_at == NOW  # new to memory: not decayed as unused since 2019
 
 
+def test_the_store_pipeline_checks_occurred_at_before_anything_is_written(make_context):
+    context = make_context()
+    with pytest.raises(InvalidInput, match="occurred_at"):
+        _store(context, "Moved to Berlin", occurred_at="last spring")
+    assert context.store.count_engrams() == 0
+    # a date alone is midnight UTC, as through MCP and the CLI
+    stored = _store(context, "Moved to Berlin", occurred_at="2019-03-01")
+    assert context.store.get_engram(stored).created_at == datetime(2019, 3, 1, tzinfo=UTC)
+
+
 def test_occurred_at_through_mcp(tmp_path):
     command = server_command()
     params = StdioServerParameters(command=command[0], args=command[1:], env=server_env(tmp_path))
