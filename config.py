@@ -227,7 +227,7 @@ class Settings(BaseSettings):
     )
     context_additive: bool = Field(default=False, description="context adds to a turn's own relevance")
     context_seeds: int = Field(default=3, ge=0, description="best candidates whose neighbours are raised")
-    # Query focus (nodes/focus.py): factors on relevance from what the parsed query names.
+    # Query focus (nodes/refine.py): factors on relevance from what the parsed query names.
     entity_hint_weight: float = Field(
         default=0.2, ge=0, le=1, description="share of relevance that rests on the query's entities"
     )

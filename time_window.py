@@ -2,7 +2,7 @@
 
 :func:`find_time_window` turns the first time expression of a query into a half-open UTC
 window ``[start, end)`` relative to "now" (the memory's clock), or None. Recall's focus step
-(``nodes/focus.py``) raises memories whose time (``occurred_at``, stored as ``created_at``)
+(``nodes/refine.py``) raises memories whose time (``occurred_at``, stored as ``created_at``)
 falls inside it. Rules, not a model, so the limits are plain: English expressions only;
 expressions anchored on another event ("the week before the trip") are not resolved; a month
 without a year is the latest such month not after now ("in May" asked in March means last May).

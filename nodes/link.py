@@ -23,7 +23,7 @@ from smriti.stores.base import (
 # How many of the latest memories of the same source (conversation, session) a new one links
 # to, and how strongly: SAME_SOURCE_STRENGTH to the one just before, times SAME_SOURCE_FALLOFF
 # per step further back (0.5, 0.3, 0.18), so recall's conversation context
-# (nodes/neighbours.py) raises the next turn more than one three turns away.
+# (nodes/associate.py) raises the next turn more than one three turns away.
 SAME_SOURCE_NEIGHBOURS = 3
 SAME_SOURCE_STRENGTH = 0.5
 SAME_SOURCE_FALLOFF = 0.6

@@ -1,5 +1,10 @@
-"""Recall's last steps: score with the profile and keep the top ``limit``, reinforce what was
-recalled, and format the unified result (DESIGN.md, Memory Fabric).
+"""Recall's last steps: score with the profile and keep the top ``limit``, demote superseded
+memories (when ``include_superseded`` kept them), reinforce what was recalled, and format the
+unified result (DESIGN.md, Memory Fabric).
+
+The result's ``parsed`` (Memory Fabric step 1) words what the query was taken to ask:
+``parse_query`` (``nodes/search.py``) computed cues, hints and intent for the search itself;
+:func:`parsed_result` only shows them to the caller.
 """
 
 from __future__ import annotations
@@ -12,52 +17,16 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from smriti.errors import ProviderError, StoreFull
-from smriti.nodes.parsed import parsed_result
+from smriti.errors import StoreFull
 from smriti.nodes.scoring import SIMILARITY, rank
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
+from smriti.text import STOPWORDS, words
 
 logger = logging.getLogger(__name__)
 
-
-def rerank_order(candidates: Sequence[Candidate], top_n: int) -> list[Candidate]:
-    """The ``top_n`` candidates most likely to end on top: the reranker reads these only."""
-    return sorted(candidates, key=lambda c: (-c.relevance, c.id))[:top_n]
-
-
-@traced("rerank")
-def rerank(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """With a reranker (RERANKER), blend its score into the top candidates' relevance:
-
-        relevance' = (1 - RERANK_WEIGHT) * relevance + RERANK_WEIGHT * reranker score
-
-    A failing reranker is skipped for this recall (a warning, a trace note), never an error.
-    """
-    context = runtime.context
-    reranker = context.reranker
-    candidates = state.get("candidates", [])
-    if reranker is None or context.settings.reranker == "none" or not candidates:
-        return {"_notes": "no reranker"}
-    settings = context.settings
-    top = rerank_order(candidates, settings.rerank_top_n)
-    try:
-        scores = reranker.score(state.get("query", ""), [c.text for c in top])
-    except ProviderError as error:
-        logger.warning("recall not reranked: %s", error)
-        return {"_notes": f"reranker failed, pipeline order kept: {error}"}
-    weight = settings.rerank_weight
-    new = {}
-    for candidate, value in zip(top, scores, strict=True):
-        item = candidate.copy()
-        item.rerank_score = value
-        item.relevance = (1 - weight) * candidate.relevance + weight * value
-        new[item.id] = item
-    out = [new.get(c.id, c) for c in candidates]
-    return {
-        "candidates": out,
-        "_candidates": trace_scores(sorted(new.values(), key=lambda c: -c.relevance)),
-        "_notes": f"{reranker.name} reranked {len(new)} candidate(s)",
-    }
+# A superseded memory asked for with include_superseded: its score times this, and never above
+# the memory that superseded it when both are returned.
+SUPERSEDED_PENALTY = 0.5
 
 
 @traced("score")
@@ -81,6 +50,37 @@ def score(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
         "results": top,
         "_candidates": trace_scores(top, "score"),
         "_notes": f"profile={profile.name}; kept {len(top)} of {len(scored)}",
+    }
+
+
+@traced("demote_superseded")
+def demote_superseded(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Rank each superseded memory below the current facts: its score times SUPERSEDED_PENALTY,
+    and below the memory that superseded it when that one is returned too.
+
+    Shown in ``explain`` as the score component ``superseded`` (the factor applied).
+    """
+    results: list[Candidate] = state.get("results", [])
+    if not any(c.superseded_by for c in results):
+        return {"_notes": "no superseded memory in the results"}
+    scores = {c.id: c.score for c in results}
+    demoted = []
+    for candidate in results:
+        item = candidate.copy()
+        if item.superseded_by:
+            before = item.score
+            item.score = before * SUPERSEDED_PENALTY
+            newer = scores.get(item.superseded_by)
+            if newer is not None and item.score >= newer:
+                item.score = max(0.0, newer - 1e-6)
+            item.components = {**item.components, "superseded": item.score / before if before else 0.0}
+        demoted.append(item)
+    demoted.sort(key=lambda c: (-c.score, c.id))
+    shown = [c for c in demoted if c.superseded_by]
+    return {
+        "results": demoted,
+        "_candidates": trace_scores(shown, "score"),
+        "_notes": "; ".join(f"{c.id} superseded by {c.superseded_by}: demoted" for c in shown),
     }
 
 
@@ -114,6 +114,23 @@ def reinforce(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
         refreshed.append(r)
     note = f"reinforced {len(after)} memories" + (" (queued behind a writer)" if written is None else "")
     return {"results": refreshed, "_notes": note}
+
+
+def cleaned_query(query: str) -> str:
+    """The query's words without stop words and repeats, in order, case kept ("What pagination
+    approach did database-engineer recommend?" -> "pagination approach database-engineer recommend")."""
+    kept = [w for w in words(query) if w.casefold() not in STOPWORDS]
+    return " ".join(dict.fromkeys(kept))
+
+
+def parsed_result(query: str, parsed: dict[str, Any]) -> dict[str, Any]:
+    """``{query, entity_hints, intent}``: the cleaned query (the parser's own when it gives one),
+    the entities the query names and its intent."""
+    return {
+        "query": str(parsed.get("query") or cleaned_query(query)),
+        "entity_hints": list(parsed.get("entity_hints", [])),
+        "intent": str(parsed.get("intent", "general")),
+    }
 
 
 def format_item(candidate: Candidate, explain: bool) -> dict[str, Any]:

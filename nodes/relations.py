@@ -32,8 +32,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from smriti.nodes.expand import fill_similarity, query_vector, score_relevance
-from smriti.nodes.search import load_candidates
+from smriti.nodes.search import fill_similarity, load_candidates, query_vector, score_relevance
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.stores.base import GraphStore, Relation, normalise_cue_name
 

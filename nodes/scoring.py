@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # against 0.49 for all-MiniLM-L6-v2, bench/RESULTS.md), and the offline hashing embedder is
 # weaker still. Chosen on two LoCoMo conversations (conv-26, conv-30) among a few settings.
 # These are the defaults of FUSION_WEIGHT_* (config.py); the graph branch (spreading
-# activation, nodes/activate.py) is the fourth.
+# activation, nodes/associate.py) is the fourth.
 FUSION_WEIGHTS = {"similarity": 0.30, "text": 0.50, "cue": 0.20}
 # Rank-fusion constant: 1/(k + rank). Much smaller than the customary 60 because recall
 # keeps only a handful of results, so the top ranks of each branch should count most

@@ -1,22 +1,29 @@
-"""Recall's first steps: validate, parse the query, the three direct branches, and list mode.
+"""Recall's first steps: validate, parse the query, the three direct branches, gather; and list mode.
 
 validate routes by mode: ``list`` ends here with the most recently accessed memories;
 ``search`` runs :func:`vector_search` alone; ``recall`` parses the query into cues and runs
 :func:`cue_traverse`, :func:`vector_search` and :func:`fulltext_search` in parallel. Each
-branch writes its signals into ``hits`` (merged per engram id); ``nodes/expand.py`` turns
-them into candidates.
+branch writes its signals into ``hits`` (merged per engram id); :func:`gather` loads them as
+candidates and fuses their signals into one relevance (the formula is ``nodes/scoring.py``'s).
+The helpers after the branches (query_vector, fill_similarity, score_relevance,
+best_with_ties) are used again by the later steps that add candidates.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
 from langgraph.runtime import Runtime
 
 from smriti.errors import InvalidInput
-from smriti.nodes.scoring import cue_score, idf, recency
+from smriti.nodes.scoring import DEFAULT_FUSION, Fusion, cosine, cue_score, fused_relevance, idf, recency
 from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState, trace_scores, traced
 from smriti.validators import check_limit, check_memory_type, check_mode
+
+# The candidate attribute behind each fused branch (the keys of scoring.FUSION_WEIGHTS).
+SIGNALS = {"similarity": "similarity", "text": "text_score", "cue": "cue_score", "graph": "graph_score"}
 
 
 def candidate_pool(limit: int) -> int:
@@ -148,4 +155,72 @@ def fulltext_search(state: RecallState, runtime: Runtime[MemoryContext]) -> dict
         "hits": {h.id: {"text_score": h.score, "origins": ["fulltext"]} for h in hits},
         "_candidates": [{"id": h.id, "score": h.score} for h in hits],
         "_notes": f"{len(hits)} keyword matches",
+    }
+
+
+# ----------------------------------------------------------------------------- gather
+def query_vector(state: RecallState) -> np.ndarray | None:
+    """The query embedding as a float32 array (converted once per node, not per candidate)."""
+    embedding = state.get("query_embedding")
+    return None if embedding is None else np.asarray(embedding, dtype=np.float32)
+
+
+def fill_similarity(candidate: Candidate, query_embedding: Sequence[float] | np.ndarray | None) -> None:
+    """Similarity for hits found without the vector branch, so every candidate has all signals."""
+    if query_embedding is not None and candidate.embedding is not None and "vector" not in candidate.origins:
+        candidate.similarity = max(0.0, cosine(query_embedding, candidate.embedding))
+
+
+def branch_scores(candidates: Iterable[Candidate]) -> dict[str, list[float]]:
+    """Each signal's positive scores among the direct hits, best first: the ranks fusion uses."""
+    candidates = list(candidates)
+    return {
+        branch: sorted((v for c in candidates if (v := getattr(c, attr)) > 0), reverse=True)
+        for branch, attr in SIGNALS.items()
+    }
+
+
+def score_relevance(
+    candidate: Candidate, ranked: dict[str, list[float]], mode: str, fusion: Fusion = DEFAULT_FUSION
+) -> None:
+    """Relevance: the similarity in search mode, else the fusion of the branch signals (ranks and scores)."""
+    if mode == "search":
+        candidate.relevance = candidate.similarity
+        return
+    signals = {branch: getattr(candidate, attr) for branch, attr in SIGNALS.items()}
+    candidate.relevance, candidate.ranks = fused_relevance(signals, ranked, fusion)
+
+
+def best_with_ties(candidates: Sequence[Candidate], n: int) -> list[Candidate]:
+    """The ``n`` most relevant candidates, and every other as relevant as the ``n``-th.
+
+    Which of several equally relevant candidates made a cut would otherwise depend on their
+    ids (random), and a stage seeded by them would rank the same memories differently per store.
+    """
+    ordered = sorted(candidates, key=lambda c: (-c.relevance, c.id))
+    if n <= 0:
+        return []
+    if len(ordered) <= n:
+        return ordered
+    floor = ordered[n - 1].relevance
+    return [c for c in ordered if c.relevance >= floor]
+
+
+@traced("gather")
+def gather(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Load the engrams the branches hit and fuse their signals into one relevance."""
+    hits = state.get("hits", {})
+    candidates = load_candidates(runtime.context, sorted(hits), hits, state.get("memory_type"))
+    query = query_vector(state)
+    for candidate in candidates:
+        fill_similarity(candidate, query)
+    ranked = branch_scores(candidates)
+    for candidate in candidates:
+        score_relevance(candidate, ranked, state["mode"], runtime.context.fusion)
+    candidates.sort(key=lambda c: (-c.relevance, c.id))
+    return {
+        "candidates": candidates,
+        "branch_scores": ranked,
+        "_candidates": trace_scores(candidates),
+        "_notes": f"{len(candidates)} direct hits fused by rank (similarity, full text, cues)",
     }

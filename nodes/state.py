@@ -217,20 +217,20 @@ class Candidate:
     source: str = ""
     tags: str = ""
     cluster_id: int = NO_CLUSTER
-    superseded_by: str = ""  # the newer memory that corrects this one (nodes/supersede.py)
+    superseded_by: str = ""  # the newer memory that corrects this one (nodes/refine.py, nodes/rank.py)
     entities: list[str] = field(default_factory=list)  # cue names, sorted
     entity_types: dict[str, str] = field(default_factory=dict)  # cue name -> cue type
     # the direct signals (see Hit) and how it was reached
     similarity: float = 0.0
     text_score: float = 0.0
     cue_score: float = 0.0
-    graph_score: float = 0.0  # spreading activation (nodes/activate.py)
+    graph_score: float = 0.0  # spreading activation (nodes/pagerank.py)
     matched_cues: list[str] = field(default_factory=list)
     origins: list[str] = field(default_factory=list)
     hops: int = 0
     via: str | None = None  # the engram a hop result was reached from
-    focus: dict[str, float] = field(default_factory=dict)  # query focus factors (nodes/focus.py)
-    rerank_score: float | None = None  # the reranker's score, when one ran (nodes/rank.py)
+    focus: dict[str, float] = field(default_factory=dict)  # query focus factors (nodes/refine.py)
+    rerank_score: float | None = None  # the reranker's score, when one ran (nodes/refine.py)
     # fusion
     relevance: float = 0.0
     ranks: dict[str, int] = field(default_factory=dict)  # branch -> rank among its direct hits
@@ -333,7 +333,7 @@ class StoreInput(TypedDict):
     source: NotRequired[str]
     created_at: NotRequired[str]  # ISO time of the memory (imports, benchmarks); default now
     occurred_at: NotRequired[str]  # ISO time of the event remembered; stored as the memory's time
-    supersedes: NotRequired[str]  # id of an older memory this one corrects (nodes/supersede.py)
+    supersedes: NotRequired[str]  # id of an older memory this one corrects (nodes/refine.py, nodes/rank.py)
 
 
 class StoreOutput(TypedDict):
@@ -354,7 +354,7 @@ class StoreState(StoreInput, total=False):
     similar: list[dict[str, Any]]  # [{"id", "score"}] nearest existing engrams
     id: str
     links: dict[str, float]  # associated engram id -> strength, as written by associate
-    superseded: list[str]  # older memories this one marked superseded_by it (nodes/supersede.py)
+    superseded: list[str]  # older memories this one marked superseded_by it (nodes/refine.py, nodes/rank.py)
     analysis_queued: bool  # the LLM's analysis runs later, from the queue (nodes/enrich.py)
     memory_type: str
     cues: list[dict[str, str]]
@@ -370,7 +370,7 @@ class RecallInput(TypedDict):
     mode: NotRequired[str]  # validators.RecallMode once validated
     memory_type: NotRequired[str | None]
     explain: NotRequired[bool]
-    include_superseded: NotRequired[bool]  # superseded memories too, demoted (nodes/supersede.py)
+    include_superseded: NotRequired[bool]  # superseded memories too, demoted (nodes/refine.py, nodes/rank.py)
 
 
 class RecallOutput(TypedDict):

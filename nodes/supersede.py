@@ -12,9 +12,10 @@ Three ways to find it:
 * the LLM, when one is configured: its queued analysis is shown the closest earlier memories
   and names those the new one corrects (``nodes/enrich.py``).
 
-Recall (:func:`current_only`, :func:`demote_superseded`) returns the current fact; a superseded
-memory is hidden unless ``include_superseded`` asks for it, and then comes back demoted (below
-the memory that superseded it) with ``superseded_by`` in the result and the reason in the trace.
+Recall returns the current fact (``current_only`` in ``nodes/refine.py``, ``demote_superseded``
+in ``nodes/rank.py``): a superseded memory is hidden unless ``include_superseded`` asks for it,
+and then comes back demoted (below the memory that superseded it) with ``superseded_by`` in the
+result and the reason in the trace.
 History is kept: nothing is deleted. Forgetting the newer memory makes the older current again
 (:meth:`~smriti.stores.base.StoreBase.delete_engram`).
 """
@@ -27,7 +28,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from smriti.errors import NotFound
-from smriti.nodes.state import Candidate, MemoryContext, RecallState, StoreState, trace_scores, traced
+from smriti.nodes.state import MemoryContext, StoreState, traced
 from smriti.stores.base import Engram, GraphStore, Relation, normalise_cue_name
 
 # Relation (as extracted, lower case) -> the single-valued relation it states. A past tense
@@ -47,9 +48,6 @@ SINGLE_VALUED: dict[str, str] = {
 }
 # How many memories encoded by a relation's subject are checked for a contradiction.
 SUBJECT_SCAN = 50
-# A superseded memory asked for with include_superseded: its score times this, and never above
-# the memory that superseded it when both are returned.
-SUPERSEDED_PENALTY = 0.5
 
 
 def check_supersedes(store: GraphStore, raw: object) -> str:
@@ -160,54 +158,4 @@ def supersede(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, A
         "superseded": marked,
         "_candidates": [{"id": old, "score": 0.0} for old in marked],
         "_notes": notes,
-    }
-
-
-# ----------------------------------------------------------------------------- recall steps
-@traced("current_only")
-def current_only(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """Drop superseded memories before scoring, unless ``include_superseded`` keeps them."""
-    candidates: list[Candidate] = state.get("candidates", [])
-    superseded = [c for c in candidates if c.superseded_by]
-    if state.get("include_superseded"):
-        return {"_notes": f"{len(superseded)} superseded kept (include_superseded); demoted after scoring"}
-    if not superseded:
-        return {"_notes": "no superseded memory among the candidates"}
-    kept = [c for c in candidates if not c.superseded_by]
-    hidden = ", ".join(f"{c.id} (superseded by {c.superseded_by})" for c in superseded)
-    return {
-        "candidates": kept,
-        "_candidates": trace_scores(superseded),
-        "_notes": f"hid {len(superseded)} superseded: {hidden}; include_superseded=true shows them",
-    }
-
-
-@traced("demote_superseded")
-def demote_superseded(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """Rank each superseded memory below the current facts: its score times SUPERSEDED_PENALTY,
-    and below the memory that superseded it when that one is returned too.
-
-    Shown in ``explain`` as the score component ``superseded`` (the factor applied).
-    """
-    results: list[Candidate] = state.get("results", [])
-    if not any(c.superseded_by for c in results):
-        return {"_notes": "no superseded memory in the results"}
-    scores = {c.id: c.score for c in results}
-    demoted = []
-    for candidate in results:
-        item = candidate.copy()
-        if item.superseded_by:
-            before = item.score
-            item.score = before * SUPERSEDED_PENALTY
-            newer = scores.get(item.superseded_by)
-            if newer is not None and item.score >= newer:
-                item.score = max(0.0, newer - 1e-6)
-            item.components = {**item.components, "superseded": item.score / before if before else 0.0}
-        demoted.append(item)
-    demoted.sort(key=lambda c: (-c.score, c.id))
-    shown = [c for c in demoted if c.superseded_by]
-    return {
-        "results": demoted,
-        "_candidates": trace_scores(shown, "score"),
-        "_notes": "; ".join(f"{c.id} superseded by {c.superseded_by}: demoted" for c in shown),
     }

@@ -6,8 +6,8 @@ validate ─┬─ list ──> list_recent ────────────
           └─ recall > parse_query ┬ cue_traverse ─┐
                                   ├ vector_search ┼> gather > activate > conversation_context
                                   └ fulltext ─────┘
-    conversation_context > multi_hop > relation_traverse > focus > rerank > seed_cluster
-    seed_cluster > shortlist > dedupe > cross_reference > current_only > score
+    conversation_context > multi_hop > relation_traverse > focus > rerank > current_only
+    current_only > seed_cluster > shortlist > dedupe > cross_reference > score
     score > demote_superseded > reinforce > format
 ```
 (search mode: gather > current_only > score.)
@@ -15,24 +15,24 @@ The three direct branches run in parallel and join before expansion. Input is
 :class:`RecallInput`, output :class:`RecallOutput` (``result`` in the unified format and
 the ``trace``).
 
-Where each step lives, in the order a run reaches them:
+Follow one recall by reading these modules top to bottom, in this order: each holds a run of
+consecutive steps, so no module is opened twice (``tests/test_recall_layout.py`` checks it).
 
 1. ``nodes/state.py``: the RecallState channels, the typed :class:`Candidate`, the
    MemoryContext (with its scoring profile) and the trace decorator.
-2. ``nodes/search.py``: validate (checks from ``validators.py``), list_recent,
-   parse_query, cue_traverse, vector_search (also vector_only), fulltext_search.
-3. ``nodes/expand.py``: gather (rank fusion into candidates); ``nodes/activate.py``: activate
-   (spreading activation, the graph branch); ``nodes/neighbours.py``: conversation_context;
-   ``nodes/expand.py`` again: multi_hop; ``nodes/relations.py``: relation_traverse (the Memory
-   Fabric traversal entity -> relation -> entity, with paths); ``nodes/focus.py``: focus (entity
-   hints, intent, time window); ``nodes/rank.py``: rerank (the optional cross-encoder; before
-   the shortlist, whose bounds it could otherwise break); ``nodes/expand.py``: seed_cluster.
-4. ``nodes/fabric.py``: shortlist (the profile's bounds), dedupe, cross_reference.
-5. ``nodes/supersede.py``: current_only (superseded memories hidden, or kept with
-   ``include_superseded``) and, after scoring, demote_superseded (ranked below current facts).
-6. ``nodes/rank.py``: score (the profile's score), reinforce, format (the unified result).
-
-The formulas (fusion, the composite and Memory Fabric profiles) are in ``nodes/scoring.py``.
+2. ``nodes/search.py``: validate (checks from ``validators.py``), list_recent, parse_query,
+   cue_traverse, vector_search (also vector_only), fulltext_search, gather (rank fusion into
+   candidates; the formulas of fusion and of the final score are in ``nodes/scoring.py``).
+3. ``nodes/associate.py``: activate (spreading activation, off by default; its engine is
+   ``nodes/pagerank.py``), conversation_context, multi_hop.
+4. ``nodes/relations.py``: relation_traverse (the Memory Fabric traversal entity -> relation ->
+   entity, with paths).
+5. ``nodes/refine.py``: focus (entity hints, intent, time window), rerank (the optional
+   cross-encoder), current_only (superseded memories hidden, or kept with
+   ``include_superseded``), seed_cluster, shortlist (the profile's bounds), dedupe,
+   cross_reference.
+6. ``nodes/rank.py``: score (the profile's score), demote_superseded (ranked below current
+   facts), reinforce, format (the unified result).
 """
 
 from __future__ import annotations
@@ -41,23 +41,28 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from smriti.nodes.activate import activate
-from smriti.nodes.expand import find_seed_cluster, gather, multi_hop
-from smriti.nodes.fabric import cross_reference, merge_duplicates, shortlist_candidates
-from smriti.nodes.focus import focus
-from smriti.nodes.neighbours import conversation_context
-from smriti.nodes.rank import format_result, reinforce, rerank, score
+from smriti.nodes.associate import activate, conversation_context, multi_hop
+from smriti.nodes.rank import demote_superseded, format_result, reinforce, score
+from smriti.nodes.refine import (
+    cross_reference,
+    current_only,
+    find_seed_cluster,
+    focus,
+    merge_duplicates,
+    rerank,
+    shortlist_candidates,
+)
 from smriti.nodes.relations import relation_traverse
 from smriti.nodes.search import (
     cue_traverse,
     extract_query_cues,
     fulltext_search,
+    gather,
     list_recent,
     validate_recall,
     vector_search,
 )
 from smriti.nodes.state import MemoryContext, RecallInput, RecallOutput, RecallState
-from smriti.nodes.supersede import current_only, demote_superseded
 
 DIRECT_BRANCHES = ["cue_traverse", "vector_search", "fulltext_search"]
 
@@ -68,6 +73,10 @@ def _route_mode(state: RecallState) -> str:
 
 def _after_gather(state: RecallState) -> str:
     return "current_only" if state["mode"] == "search" else "activate"
+
+
+def _after_current_only(state: RecallState) -> str:
+    return "score" if state["mode"] == "search" else "seed_cluster"
 
 
 def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | None = None):
@@ -112,12 +121,12 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     builder.add_edge("multi_hop", "relation_traverse")
     builder.add_edge("relation_traverse", "focus")
     builder.add_edge("focus", "rerank")
-    builder.add_edge("rerank", "seed_cluster")
+    builder.add_edge("rerank", "current_only")
+    builder.add_conditional_edges("current_only", _after_current_only, ["seed_cluster", "score"])
     builder.add_edge("seed_cluster", "shortlist")
     builder.add_edge("shortlist", "dedupe")
     builder.add_edge("dedupe", "cross_reference")
-    builder.add_edge("cross_reference", "current_only")
-    builder.add_edge("current_only", "score")
+    builder.add_edge("cross_reference", "score")
     builder.add_edge("score", "demote_superseded")
     builder.add_edge("demote_superseded", "reinforce")
     builder.add_edge("reinforce", "format")

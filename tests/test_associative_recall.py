@@ -5,9 +5,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from smriti.nodes.activate import activation_graph, personalized_pagerank, seed_vector
+from smriti.nodes.associate import context_relevance
 from smriti.nodes.link import SAME_SOURCE_NEIGHBOURS, same_source_strength
-from smriti.nodes.neighbours import context_relevance
+from smriti.nodes.pagerank import activation_graph, personalized_pagerank, seed_vector
 from smriti.nodes.scoring import build_fusion, rank_fusion
 from smriti.pipelines.recall import recall_graph
 from smriti.pipelines.store import store_graph

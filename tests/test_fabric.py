@@ -2,7 +2,7 @@
 
 import pytest
 
-from smriti.nodes.fabric import cross_reference_boost, dedupe_results
+from smriti.nodes.refine import cross_reference_boost, dedupe_results
 from smriti.nodes.state import Candidate
 
 

@@ -15,8 +15,8 @@ from smriti.nodes.cluster import (
     build_graph,
     stable_labels,
 )
-from smriti.nodes.expand import seed_cluster
 from smriti.nodes.link import strongest_neighbour_cluster
+from smriti.nodes.refine import seed_cluster
 from smriti.stores.base import Association, Engram
 
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)

@@ -10,7 +10,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from smriti.errors import InvalidInput
-from smriti.nodes.focus import entity_factor, intent_factor, time_factor
+from smriti.nodes.refine import entity_factor, intent_factor, time_factor
 from smriti.pipelines.recall import recall_graph
 from smriti.pipelines.store import store_graph
 from smriti.time_window import find_time_window

@@ -160,11 +160,11 @@ def test_trace_lists_every_node_that_ran(topic_context):
         "relation_traverse",
         "focus",
         "rerank",
+        "current_only",
         "seed_cluster",
         "shortlist",
         "dedupe",
         "cross_reference",
-        "current_only",
         "score",
         "demote_superseded",
         "reinforce",
@@ -237,3 +237,19 @@ def test_recency_is_the_memorys_age_not_its_last_recall(topic_context):
     assert parts[0]["recency"] == pytest.approx(0.2 * expected_recency * parts[0]["relevance"], rel=1e-3)
     assert parts[1]["recency"] == pytest.approx(parts[0]["recency"], rel=1e-6)
     assert parts[1]["decay"] >= parts[0]["decay"]  # use still counts, through decay_factor
+
+
+def test_superseded_memories_never_take_the_places_of_current_ones(make_context):
+    """current_only runs before the shortlist: when the best matches are all superseded, the
+    recall still fills ``limit`` with current memories instead of returning fewer."""
+    context = make_context()
+    topics = ["harbour", "orchard", "glacier", "lantern", "meadow", "quarry"]
+    old = [_store(context, f"Budget review for the {topic} budget project budget") for topic in topics]
+    for topic, old_id in zip(topics, old, strict=True):
+        _store(context, f"The {topic} figures were corrected", supersedes=old_id)
+    current = [_store(context, f"A note on the {topic} budget") for topic in ("falcon", "willow", "copper")]
+    assert len(set(current)) == 3
+    result, _ = _recall(context, "budget review budget", limit=2)
+    ids = [r["id"] for r in result["results"]]
+    assert len(ids) == 2
+    assert set(ids) <= set(current)

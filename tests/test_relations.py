@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from smriti.nodes.fabric import dedupe_results
-from smriti.nodes.parsed import cleaned_query, parsed_result
+from smriti.nodes.rank import cleaned_query, parsed_result
+from smriti.nodes.refine import dedupe_results
 from smriti.nodes.relations import (
     MAX_PATHS,
     Step,

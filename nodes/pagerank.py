@@ -3,8 +3,8 @@
 Recall's direct branches find memories that share words, cues or meaning with the query.
 Associative recall goes one step further: a memory that shares a rare cue with the best
 direct hits, or sits next to one in the same conversation, is activated through them even
-when it shares nothing with the query itself. :func:`activate` does it as a fourth recall
-branch ("graph"), fused by rank with the other three.
+when it shares nothing with the query itself. The ``activate`` step (``nodes/associate.py``)
+uses :func:`spread` as a fourth recall branch ("graph"), fused by rank with the other three.
 
 The graph is built around the query, never over the whole memory, so the work is bounded:
 
@@ -28,18 +28,15 @@ nodes: microseconds per iteration), and each engram's stationary probability is 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
-from langgraph.runtime import Runtime
 
-from smriti.nodes.expand import best_with_ties, fill_similarity, query_vector, score_relevance
 from smriti.nodes.scoring import idf
-from smriti.nodes.search import load_candidates
-from smriti.nodes.state import Candidate, MemoryContext, RecallState, traced
 
 if TYPE_CHECKING:
     from smriti.config import Settings
+    from smriti.nodes.state import Candidate
     from smriti.stores.base import GraphStore
 
 # Iterations stop when the L1 change of the distribution falls below this, or after MAX_ITERATIONS.
@@ -182,40 +179,3 @@ def spread(
         f"{len(edges)} associations"
     )
     return graph, summary
-
-
-@traced("activate")
-def activate(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """The graph branch: spread activation from the query's cues and best hits, fuse its ranks."""
-    context = runtime.context
-    settings = context.settings
-    candidates = list(state.get("candidates", []))
-    if not settings.graph_activation or not candidates:
-        return {"_notes": "graph activation off" if candidates else "no direct hits to spread from"}
-    # Only the best hits seed and shape the graph: they do not depend on how deep each branch
-    # searched (the limit), so neither does the activation.
-    query_cues = list(dict.fromkeys(state.get("parsed", {}).get("cues", [])))
-    seeds = best_with_ties(candidates, settings.activation_seeds)
-    graph, summary = spread(context.store, settings, seeds, query_cues)
-    known = {c.id for c in candidates}
-    by_score = sorted(graph, key=lambda e: (-graph[e], e))
-    reached = [e for e in by_score if e not in known][: settings.activation_new]
-    query = query_vector(state)
-    new = load_candidates(context, sorted(reached), {}, state.get("memory_type"))
-    for candidate in new:
-        fill_similarity(candidate, query)
-        candidate.origins = ["graph"]
-    everything = [c.copy() for c in candidates] + new
-    ranked = {**state.get("branch_scores", {}), "graph": [graph[e] for e in by_score]}
-    for candidate in everything:
-        candidate.graph_score = graph.get(candidate.id, 0.0)
-        if candidate.graph_score > 0 and "graph" not in candidate.origins:
-            candidate.origins = [*candidate.origins, "graph"]
-        score_relevance(candidate, ranked, state["mode"], context.fusion)
-    everything.sort(key=lambda c: (-c.relevance, c.id))
-    return {
-        "candidates": everything,
-        "branch_scores": ranked,
-        "_candidates": [{"id": e, "score": graph[e]} for e in by_score],
-        "_notes": f"{summary}; {len(new)} new engram(s) activated",
-    }
