@@ -77,6 +77,7 @@ def engram_from_row(row: Mapping[str, Any]) -> Engram:
         tags=row.get("tags") or "",
         cluster_id=int(number(row, "cluster_id", NO_CLUSTER)),
         superseded_by=row.get("superseded_by") or "",
+        facts=row.get("facts") or "",
     )
 
 

@@ -36,6 +36,10 @@ from smriti.stores.search import KeywordIndex, VectorCache, normalise_scores, te
 logger = logging.getLogger(__name__)
 
 EXTENSIONS = ("vector", "fts")
+# The columns a new FTS index covers (stores.search.text_of's fields). An index built before
+# facts existed keeps covering content and summary only (a re-created FTS index comes back
+# empty, see above); the in-memory BM25 below exact_search_limit always reads all three.
+FULLTEXT_FIELDS = "['content', 'summary', 'facts']"
 _warned: set[str] = set()  # one warning per process and cause, not one per store opened
 
 
@@ -105,11 +109,13 @@ class SearchIndex:
     def added(self, engram: Engram) -> None:
         if engram.embedding is not None:
             self._vectors.add(engram.id, engram.memory_type, engram.embedding)
-        self._keywords.add(engram.id, engram.memory_type, text_of(engram.content, engram.summary))
+        text = text_of(engram.content, engram.summary, engram.facts)
+        self._keywords.add(engram.id, engram.memory_type, text)
 
-    def retexted(self, engram_id: str, memory_type: str, content: str, summary: str) -> None:
+    def retexted(self, engram_id: str, memory_type: str, text: str) -> None:
+        """``text`` is the engram's searchable text (:func:`text_of`) after the change."""
         self._vectors.retype(engram_id, memory_type)
-        self._keywords.add(engram_id, memory_type, text_of(content, summary))
+        self._keywords.add(engram_id, memory_type, text)
 
     def removed(self, engram_id: str) -> None:
         self._vectors.remove(engram_id)
@@ -236,7 +242,7 @@ class SearchIndex:
 
     @locked
     def fulltext_search(self, query: str, k: int, memory_type: str | None = None) -> list[ScoredId]:
-        """BM25 over content and summary, divided by the best score (so in (0, 1]).
+        """BM25 over content, summary and facts, divided by the best score (so in (0, 1]).
 
         Below ``exact_search_limit`` engrams the in-memory BM25 (stemmed terms, a broad stop
         list) answers even when Kuzu's FTS index exists: on LoCoMo it ranks evidence better
@@ -259,8 +265,8 @@ class SearchIndex:
             except StoreError as error:  # odd query syntax: the scan still answers
                 logger.debug("full-text index query failed, scanning instead: %s", error)
         if not self._keywords.loaded:
-            rows = self.db.run("MATCH (e:Engram) RETURN e.id, e.memory_type, e.content, e.summary")
-            self._keywords.load((id_, mt, text_of(c, s)) for id_, mt, c, s in rows)
+            rows = self.db.run("MATCH (e:Engram) RETURN e.id, e.memory_type, e.content, e.summary, e.facts")
+            self._keywords.load((id_, mt, text_of(*texts)) for id_, mt, *texts in rows)
         return [ScoredId(id_, score) for id_, score in self._keywords.search(query, k, memory_type)]
 
     @locked
@@ -283,7 +289,7 @@ class SearchIndex:
                 (
                     "_fulltext_index",
                     "fts",
-                    f"CALL CREATE_FTS_INDEX('Engram', '{FULLTEXT_INDEX}', ['content', 'summary'])",
+                    f"CALL CREATE_FTS_INDEX('Engram', '{FULLTEXT_INDEX}', {FULLTEXT_FIELDS})",
                 ),
             )
             for attribute, extension, statement in builds:
