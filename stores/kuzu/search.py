@@ -36,10 +36,12 @@ from smriti.stores.search import KeywordIndex, VectorCache, normalise_scores, te
 logger = logging.getLogger(__name__)
 
 EXTENSIONS = ("vector", "fts")
-# The columns a new FTS index covers (stores.search.text_of's fields). An index built before
-# facts existed keeps covering content and summary only (a re-created FTS index comes back
-# empty, see above); the in-memory BM25 below exact_search_limit always reads all three.
-FULLTEXT_FIELDS = "['content', 'summary', 'facts']"
+# The columns the FTS index covers (stores.search.text_of's fields). An index built before
+# facts existed covers content and summary only and is kept (a re-created FTS index comes back
+# empty, see above): such a store answers keyword queries with the BM25 scan instead, which
+# reads all three, so a memory is still found by the facts it states.
+FULLTEXT_COLUMNS = ("content", "summary", "facts")
+FULLTEXT_FIELDS = "[" + ", ".join(f"'{name}'" for name in FULLTEXT_COLUMNS) + "]"
 _warned: set[str] = set()  # one warning per process and cause, not one per store opened
 
 
@@ -79,6 +81,7 @@ class SearchIndex:
         self._extensions: dict[str, bool] = dict.fromkeys(EXTENSIONS, False)
         self._install_tried = False
         self._vector_index = self._fulltext_index = False
+        self._fulltext_complete = False  # the FTS index covers every FULLTEXT_COLUMNS (see there)
         self._projected: set[str] = set()
         self._vectors = VectorCache(dims)
         self._keywords = KeywordIndex()
@@ -172,9 +175,13 @@ class SearchIndex:
 
     def _read_indexes(self) -> None:
         try:
-            names = {row[1] for row in self.db.run("CALL SHOW_INDEXES() RETURN *")}
+            rows = self.db.run("CALL SHOW_INDEXES() RETURN *")
         except StoreError:
-            names = set()
+            rows = []
+        names = {row[1] for row in rows}
+        # (table_name, index_name, index_type, property_names, ...): which columns the FTS covers
+        covered = next((set(row[3] or ()) for row in rows if row[1] == FULLTEXT_INDEX), set())
+        self._fulltext_complete = set(FULLTEXT_COLUMNS) <= covered
         usable = all(self._extensions.values())
         if {VECTOR_INDEX, FULLTEXT_INDEX} & names and self.use_extensions and not usable:
             self._load_extensions(install=True)  # the file has indexes this process cannot use yet
@@ -250,7 +257,7 @@ class SearchIndex:
         """
         if k <= 0 or not query.strip():
             return []
-        if self._fulltext_index and self._count() > self.exact_limit:
+        if self._fulltext_index and self._fulltext_complete and self._count() > self.exact_limit:
             where = "WHERE node.memory_type = $memory_type " if memory_type is not None else ""
             params: dict[str, Any] = {"q": query, "k": int(k)}
             if memory_type is not None:
@@ -299,6 +306,7 @@ class SearchIndex:
                 try:
                     self.db.ddl(statement)
                     setattr(self, attribute, True)
+                    self._fulltext_complete = self._fulltext_complete or extension == "fts"
                     logger.info("%s: built the %s index at %d engrams", self.path, extension, self._count())
                 except StoreError as error:
                     cause = f"{self.backend}:build:{extension}"
