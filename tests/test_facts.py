@@ -46,15 +46,17 @@ def _model(occurred_at=None, facts=FACTS):
         if "Query:" in prompt:  # recall's query parsing
             return json.dumps({"cues": [], "entity_hints": [], "intent": "fact"})
         stated = occurred_at(_stored_at(prompt)) if callable(occurred_at) else occurred_at
-        if not prompt.split("Memory:\n", 1)[-1].startswith(CONTENT):  # another: no facts, no time
+        told = re.match(r"Yesterday (\w+) told me", prompt.split("Memory:\n", 1)[-1])
+        if told is None:  # another memory: no facts, no time
             return json.dumps({"summary": "other", "memory_type": "semantic", "cues": [], "facts": []})
+        name = told.group(1)  # CONTENT's, or the same told by someone else
         return json.dumps(
             {
                 "summary": "Alice is switching the RAG project's vector store",
                 "memory_type": "episodic",
-                "cues": [{"name": "Alice", "type": "person"}, {"name": "RAG", "type": "concept"}],
+                "cues": [{"name": name, "type": "person"}, {"name": "RAG", "type": "concept"}],
                 "relations": [],
-                "facts": facts,
+                "facts": [fact.replace("Alice", name) for fact in facts],
                 "occurred_at": stated,
             }
         )
