@@ -61,6 +61,7 @@ def collect(memory: Memory, limit: int) -> GraphView:
                 "source": engram.source,
                 "cues": sorted(c.name for c in cues.get(engram.id, [])),
                 "relations": [],
+                "facts": engram.fact_list(),  # what the LLM analysis found it states
             }
         )
     cue_names = sorted({c.name for linked in cues.values() for c in linked})
@@ -208,6 +209,7 @@ function show(key) {{
   if (n.kind !== "memory") {{ document.getElementById("search").value = n.name; filter(n.name); return; }}
   const rows = [["Memory", n.text], ["Id", n.id], ["Type", n.type], ["Cluster", n.cluster],
     ["Cues", n.cues.join(", ") || "none"], ["Relations", n.relations.join("; ") || "none"],
+    ["Facts", n.facts.join("; ") || "none"],
     ["Importance", n.importance], ["Accessed", n.access_count + " times"], ["Decay", n.decay],
     ["Created", n.created], ["Source", n.source || "memory"]];
   detail.innerHTML = '<dl id="memory-detail">' +

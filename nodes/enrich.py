@@ -4,11 +4,20 @@ A store answers after the offline analysis, the embedding and the write (``nodes
 with a chat model configured the store step :func:`queue_analysis` adds the memory to the
 durable queue (``stores/queue.py``) in the store's own transaction. :func:`enrich_one` runs one
 queued job: it asks the model (prompt and repair as ``providers/analysis.py``), and when the
-answer lands replaces the memory's summary, type, cues and relations, relinking it with the
-store pipeline's own ``write_links``, and marks the older memories the model says it corrects
-(``nodes/supersede.py``). A failure counts an attempt and is retried after a backoff, or after
-the endpoint's ``Retry-After``; after ``ANALYSIS_MAX_ATTEMPTS`` the job is parked with its error.
-The loop that drains the queue is ``pipelines/enrich.py``.
+answer lands replaces the memory's summary, type, stated facts, cues and relations, relinking
+it with the store pipeline's own ``write_links``, and marks the older memories the model says
+it corrects (``nodes/supersede.py``).
+
+The time the model states (``occurred_at``, resolved against the store time given in the
+prompt) becomes the memory's time (``created_at``, what a caller's ``occurred_at`` sets at
+store) and a ``time`` cue, only when the caller gave no time: the job records that
+(``Job.store_time``), so a caller's explicit time is never overwritten. ``last_accessed_at``
+stays, so a past event is not decayed as long unused. Landing replaces rather than adds, so a
+job replayed after a crash lands the same memory again.
+
+A failure counts an attempt and is retried after a backoff, or after the endpoint's
+``Retry-After``; after ``ANALYSIS_MAX_ATTEMPTS`` the job is parked with its error. The loop
+that drains the queue is ``pipelines/enrich.py``.
 """
 
 from __future__ import annotations
@@ -40,6 +49,10 @@ EARLIER_PROMPT = (
     "replaces: the same subject and relation with another value, such as an older preference. "
     "Leave it empty when none is contradicted.\n{earlier}"
 )
+STORED_PROMPT = (
+    "\n\nThe memory was stored at {stored} (UTC). Resolve relative times in it (yesterday, last "
+    "Tuesday, two weeks ago) against that moment."
+)
 
 
 class Enrichment(Analysis):
@@ -57,8 +70,17 @@ def queue_analysis(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[s
     if context.llm is None and context.analyst is None:
         return {"analysis_queued": False, "_notes": "no LLM: the offline analysis is final"}
     with context.write_lock:
-        AnalysisQueue(context.store).enqueue(state["id"], context.clock())
+        AnalysisQueue(context.store).enqueue(state["id"], context.clock(), _store_time(state, context))
     return {"analysis_queued": True, "_notes": "LLM analysis queued"}
+
+
+def _store_time(state: StoreState, context: MemoryContext) -> datetime | None:
+    """The memory's time when the caller gave no ``occurred_at`` (the model may then state
+    one); None when the caller gave it, so it is never overwritten."""
+    if state.get("occurred_at"):
+        return None
+    engram = context.store.get_engram(state["id"])  # read back: write took it from the clock
+    return None if engram is None else engram.created_at
 
 
 # ----------------------------------------------------------------------------- failures
@@ -118,8 +140,10 @@ def _earlier(context: MemoryContext, engram: Engram) -> list[Engram]:
     return [e for e in found if not e.superseded_by and e.created_at <= engram.created_at][:EARLIER_SHOWN]
 
 
-def _prompt(engram: Engram, earlier: list[Engram]) -> str:
+def _prompt(engram: Engram, earlier: list[Engram], job: Job) -> str:
     prompt = ANALYZE_PROMPT.format(schema=json.dumps(Enrichment.model_json_schema()), content=engram.content)
+    stored = _reference_time(engram, job)
+    prompt += STORED_PROMPT.format(stored=stored.isoformat(timespec="seconds"))
     if earlier:
         listed = "\n".join(f"{e.id}: {e.content[:500]}" for e in earlier)
         prompt += EARLIER_PROMPT.format(earlier=listed)
@@ -144,7 +168,7 @@ def enrich_one(context: MemoryContext, job: Job, stopped: Any = None, quiet: Any
         raise RuntimeError("no chat model is configured to analyse the queue")
     earlier = _earlier(context, engram)
     try:
-        analysis = ask_structured(model, Enrichment, _prompt(engram, earlier))
+        analysis = ask_structured(model, Enrichment, _prompt(engram, earlier, job))
     except Exception as error:  # any failure of the model counts an attempt; the memory stays
         if stopped is not None and stopped():  # shutting down: the job stays as it was
             return Outcome("stopped", job.engram_id)
@@ -159,22 +183,55 @@ def enrich_one(context: MemoryContext, job: Job, stopped: Any = None, quiet: Any
             if current is None:
                 queue.finish(job.engram_id)
                 return Outcome("gone", job.engram_id)
-            _land(context, current, analysis, {e.id for e in earlier})
+            _land(context, current, analysis, {e.id for e in earlier}, job)
             queue.finish(job.engram_id)
     return Outcome("landed", job.engram_id)
 
 
-def _land(context: MemoryContext, engram: Engram, analysis: Enrichment, shown: set[str]) -> None:
-    """Replace the memory's analysis: summary and type, then its cues and relations, relinked."""
+def _reference_time(engram: Engram, job: Job) -> datetime:
+    """What relative times resolve against: the store time the job recorded, else (the caller
+    gave the time, or an older job) the memory's own time."""
+    if job.store_time:
+        try:
+            return datetime.fromisoformat(job.store_time)
+        except ValueError:
+            log.warning("analysis job of %s has a bad store_time %r", job.engram_id, job.store_time)
+    return engram.created_at
+
+
+def _new_time(analysis: Enrichment, job: Job, engram: Engram) -> datetime | None:
+    """The time the model states, when it may become the memory's: the caller gave none, and
+    it is not after the store (an event told cannot have happened later); else None."""
+    if not job.store_time:
+        return None
+    stated = analysis.stated_time()
+    if stated is None or stated > _reference_time(engram, job):
+        return None
+    return stated
+
+
+def _land(context: MemoryContext, engram: Engram, analysis: Enrichment, shown: set[str], job: Job) -> None:
+    """Replace the memory's analysis: summary, type and facts (and its time, see the module
+    doc), then its cues and relations, relinked."""
     store = context.store
     data = analysis.model_dump()
     if not data["cues"]:  # an empty answer is useless for recall: keep the offline cues
         from smriti.providers import heuristic
 
         data["cues"] = [c.model_dump() for c in heuristic.extract_cues(engram.content)]
+    moment = _new_time(analysis, job, engram)
+    if moment is not None:  # the date, as a cue like the dates the analysis names
+        data["cues"].append({"name": moment.date().isoformat(), "type": "time"})
     store.take_back_links(engram.id)
     write_links(store, engram.id, data, engram.tags)
-    store.update_engram(engram.id, summary=data["summary"] or engram.summary, memory_type=data["memory_type"])
+    fields: dict[str, Any] = {
+        "summary": data["summary"] or engram.summary,
+        "memory_type": data["memory_type"],
+        "facts": "\n".join(analysis.facts),  # replaced, never appended: a replay lands the same
+    }
+    if moment is not None:
+        fields["created_at"] = moment
+    store.update_engram(engram.id, **fields)
     named = [i for i in data.get("supersedes", []) if isinstance(i, str) and i in shown]
     found = detect(store, engram, data["relations"])
     marked = mark_superseded(store, engram.id, [*named, *found])

@@ -30,7 +30,11 @@ ANALYZE_PROMPT = (
     "answer with JSON only, matching this schema: {schema}\n"
     "Cues are the entities (people, places, organisations, technologies, dates) and keywords "
     "someone would later search by. Relations are facts between two entities, such as "
-    '{{"source": "database-engineer", "relation": "uses", "target": "pgvector"}}.\n\nMemory:\n{content}'
+    '{{"source": "database-engineer", "relation": "uses", "target": "pgvector"}}. '
+    "Facts are the atomic statements the memory makes, each one short and understandable on "
+    'its own (name the subject, no pronouns), such as "Alice prefers Qdrant". occurred_at is '
+    "when the event the memory tells happened (an ISO date or date-time), only when the memory "
+    "states it; null otherwise.\n\nMemory:\n{content}"
 )
 QUERY_PROMPT = (
     "Take apart a search query for an AI assistant's memory. Answer with JSON only, matching this "

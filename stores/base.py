@@ -117,9 +117,15 @@ class Engram:
     # The id of the newer memory that corrects this one ("" while it is current): history is
     # kept, recall ranks the current fact first (nodes/supersede.py).
     superseded_by: str = ""
+    # The atomic facts the memory states, one per line, from its LLM analysis ("" until that
+    # lands, or without a model): shown with the memory and part of its keyword-searchable text.
+    facts: str = ""
 
     def tag_list(self) -> list[str]:
         return [t for t in (part.strip() for part in self.tags.split(",")) if t]
+
+    def fact_list(self) -> list[str]:
+        return [f for f in (line.strip() for line in self.facts.splitlines()) if f]
 
 
 @dataclass(slots=True)
@@ -385,9 +391,11 @@ class Capabilities:
 # The one list of Engram fields, in declaration order: every backend's columns, row
 # conversion and record format derive from it.
 ENGRAM_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Engram))
-# Fields of Engram that update_engram / update_engrams may change: not the identity, not the
-# creation time, and not the embedding (Kuzu cannot SET an indexed vector; re-embed instead).
-UPDATABLE_FIELDS = frozenset(ENGRAM_FIELDS) - {"id", "created_at", "embedding"}
+# Fields of Engram that update_engram / update_engrams may change: not the identity and not
+# the embedding (Kuzu cannot SET an indexed vector; re-embed instead). created_at is: it is the
+# time of the event a memory tells, which its LLM analysis may state after the store
+# (nodes/enrich.py).
+UPDATABLE_FIELDS = frozenset(ENGRAM_FIELDS) - {"id", "embedding"}
 # The Python type of each updatable field, read from the dataclass.
 FIELD_TYPES: dict[str, type] = {
     name: kind for name, kind in typing.get_type_hints(Engram).items() if name in UPDATABLE_FIELDS
@@ -398,8 +406,8 @@ def check_update(fields: Mapping[str, Any]) -> None:
     """Refuse an engram update naming a field outside UPDATABLE_FIELDS or giving None.
 
     None is refused because the data model has no nulls (Cypher's ``SET +=`` would silently
-    remove the property); the embedding never changes in place (Kuzu cannot SET an indexed
-    vector: re-embedding rewrites the store).
+    remove the property); the identity and the embedding never change in place (Kuzu cannot
+    SET an indexed vector: re-embedding rewrites the store).
 
     Raises:
         ValueError: naming the fields.

@@ -4,7 +4,13 @@ A store answers after the offline analysis; a memory whose LLM analysis is still
 one metadata entry, ``analysis-queue/<engram id>``, holding a small JSON job::
 
     {"status": "pending" | "failed", "attempts": 2, "due": "<ISO time>", "error": "...",
-     "queued_at": "<ISO time>"}
+     "queued_at": "<ISO time>", "store_time": "<ISO time>" | ""}
+
+``store_time`` is the memory's time when it was stored without a caller's ``occurred_at``:
+the model resolves relative times ("yesterday") against it and may set the memory's time to
+the one it states. It is "" when the caller gave the time (which the model never overwrites)
+and in entries queued before it existed. Kept in the job, not read from the memory, so a
+replayed job resolves against the same moment even after an earlier landing moved the time.
 
 Why metadata and not a table of its own: every backend already keeps a durable key/value
 ``Meta`` (SQLite table, Kuzu node table, a Cypher label filtered by user), so the queue is one
@@ -23,7 +29,7 @@ same memory: harmless, since an analysis replaces the memory's links rather than
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -43,6 +49,7 @@ class Job:
     status: Status = "pending"
     attempts: int = 0
     error: str = ""
+    store_time: str = ""  # "" = the model may not set the memory's time (see the module doc)
 
     def due_at(self) -> datetime:
         return datetime.fromisoformat(self.due)
@@ -54,10 +61,14 @@ class AnalysisQueue:
     def __init__(self, store: GraphStore) -> None:
         self.store = store
 
-    def enqueue(self, engram_id: str, now: datetime) -> None:
-        """Queue ``engram_id`` for analysis now (again from scratch when it was queued)."""
+    def enqueue(self, engram_id: str, now: datetime, store_time: datetime | None = None) -> None:
+        """Queue ``engram_id`` for analysis now (again from scratch when it was queued).
+
+        ``store_time``: the memory's time when the caller gave none (see the module doc).
+        """
         moment = now.isoformat()
-        self._save(Job(engram_id=engram_id, queued_at=moment, due=moment))
+        stored = "" if store_time is None else store_time.isoformat()
+        self._save(Job(engram_id=engram_id, queued_at=moment, due=moment, store_time=stored))
 
     def get(self, engram_id: str) -> Job | None:
         raw = self.store.get_meta(ANALYSIS_QUEUE_PREFIX + engram_id)
@@ -89,9 +100,8 @@ class AnalysisQueue:
     def fail(self, job: Job, error: str, retry_at: datetime, max_attempts: int) -> Job:
         """Count a failed attempt: due again at ``retry_at``, or parked after ``max_attempts``."""
         attempts = job.attempts + 1
-        updated = Job(
-            engram_id=job.engram_id,
-            queued_at=job.queued_at,
+        updated = replace(
+            job,
             due=retry_at.isoformat(),
             status="failed" if attempts >= max_attempts else "pending",
             attempts=attempts,
@@ -102,13 +112,13 @@ class AnalysisQueue:
 
     def defer(self, job: Job, until: datetime) -> None:
         """Move a job's due time without counting an attempt (the endpoint asked to wait)."""
-        self._save(Job(job.engram_id, job.queued_at, until.isoformat(), job.status, job.attempts, job.error))
+        self._save(replace(job, due=until.isoformat()))
 
     def retry_failed(self, now: datetime) -> int:
         """Put every parked job back in the queue, due now, its attempts reset; returns how many."""
         parked = [job for job in self.jobs() if job.status == "failed"]
         for job in parked:
-            self._save(Job(job.engram_id, job.queued_at, now.isoformat(), "pending", 0, job.error))
+            self._save(replace(job, due=now.isoformat(), status="pending", attempts=0))
         return len(parked)
 
     def summary(self, parked_shown: int = 10) -> dict[str, Any]:
@@ -141,6 +151,7 @@ def _job(engram_id: str, raw: str) -> Job:
         status="failed" if data.get("status") == "failed" else "pending",
         attempts=int(data.get("attempts", 0)),
         error=str(data.get("error", "")),
+        store_time=str(data.get("store_time") or ""),
     )
 
 

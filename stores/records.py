@@ -52,6 +52,7 @@ def engram_record(engram: Engram) -> dict[str, Any]:
         "tags": engram.tags,
         "cluster_id": engram.cluster_id,
         "superseded_by": engram.superseded_by,
+        "facts": engram.facts,
     }
 
 
@@ -71,6 +72,7 @@ def engram_from_record(record: dict[str, Any]) -> Engram:
         tags=record.get("tags", ""),
         cluster_id=int(record.get("cluster_id", -1)),
         superseded_by=str(record.get("superseded_by") or ""),
+        facts=str(record.get("facts") or ""),
     )
 
 

@@ -145,6 +145,7 @@ def normalise_scores(hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
     return [(id_, score / top) for id_, score in hits]
 
 
-def text_of(content: str | None, summary: str | None) -> str:
-    """What keyword search sees of an engram; the full-text indexes cover the same two fields."""
-    return f"{content or ''}\n{summary}" if summary else content or ""
+def text_of(content: str | None, summary: str | None, facts: str | None = "") -> str:
+    """What keyword search sees of an engram: its content, summary and stated facts (the
+    full-text indexes cover the same fields), so a memory is found by a fact it states."""
+    return "\n".join(part for part in (content or "", summary or "", facts or "") if part)

@@ -48,7 +48,9 @@ GRAPH_SUFFIX = "_smriti"
 INDEX_WAIT_SECONDS = 300
 # Labels and properties of the exact-match indexes (constants), and the unique keys they back.
 _RANGE_INDEXES = (("Engram", ("user", "id")), ("Cue", ("user", "name", "id")), ("Meta", ("user", "key")))
-_FULLTEXT_FIELDS = ("content", "summary")
+# The fields keyword search covers (stores.search.text_of's). A graph indexed before facts
+# existed reads as not fully indexed until the next ensure_indexes adds the facts field.
+_FULLTEXT_FIELDS = ("content", "summary", "facts")
 _UNIQUE_KEYS = (("Engram", ("user", "id")), ("Cue", ("user", "name")), ("Meta", ("user", "key")))
 
 

@@ -179,9 +179,11 @@ class Neo4jConnection(CypherConnection):
             )
             name = VECTOR_INDEX
         else:
+            # An index created before facts existed keeps covering content and summary only
+            # (IF NOT EXISTS leaves it as is); drop it to have it rebuilt with the facts.
             self.run_autocommit(
                 f"CREATE FULLTEXT INDEX {FULLTEXT_INDEX} IF NOT EXISTS "
-                "FOR (e:Engram) ON EACH [e.content, e.summary]"
+                "FOR (e:Engram) ON EACH [e.content, e.summary, e.facts]"
             )
             name = FULLTEXT_INDEX
         # Indexes populate in the background; wait so the next query can use it.

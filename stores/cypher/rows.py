@@ -77,6 +77,7 @@ def engram_from_row(row: Mapping[str, Any]) -> Engram:
         tags=row.get("tags") or "",
         cluster_id=int(number(row, "cluster_id", NO_CLUSTER)),
         superseded_by=row.get("superseded_by") or "",
+        facts=(row.get("facts") or "").replace(_STORED_LINE_BREAK, "\n"),
     )
 
 
@@ -95,6 +96,10 @@ def association_from_row(row: Mapping[str, Any]) -> Association:
 
 
 _TIME_FIELDS = frozenset({"created_at", "last_accessed_at"})
+# Facts are stored one per line, but FalkorDB's full-text tokenizer does not split on a bare
+# newline (measured on 4.x: "Kafka\nBob" indexes one token, found by neither word), so lines are
+# stored joined by a space and a newline, and read back as plain lines.
+_STORED_LINE_BREAK = " \n"
 
 
 def engram_props(fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -106,7 +111,13 @@ def engram_props(fields: Mapping[str, Any]) -> dict[str, Any]:
     props: dict[str, Any] = {}
     for name, value in fields.items():
         if name in _TIME_FIELDS:
+            if not isinstance(value, datetime):
+                raise TypeError(f"{name} must be a datetime, not {type(value).__name__}")
             value = to_stored_time(value)
+        elif name == "facts":
+            value = "\n".join(line.rstrip() for line in str(value).split("\n")).replace(
+                "\n", _STORED_LINE_BREAK
+            )
         elif name == "memory_type" and value not in MEMORY_TYPES:
             raise ValueError(f"memory_type must be one of {MEMORY_TYPES}, not {value!r}")
         elif name in ("importance", "decay_factor"):

@@ -111,7 +111,7 @@ class CypherSearch:
             fetch *= 4
 
     def fulltext_search(self, query: str, k: int, memory_type: str | None = None) -> list[ScoredId]:
-        """Keyword search over content and summary; scores divided by the best, so in (0, 1].
+        """Keyword search over content, summary and facts; scores divided by the best, so in (0, 1].
 
         With the index: the backend's engine (stemming, its own scoring). Without: BM25 over
         the user's engrams, the same :class:`KeywordIndex` the embedded stores use.
@@ -134,11 +134,12 @@ class CypherSearch:
         self._say_once("fulltext", "%s: no full-text index yet, BM25 keyword scan", self.graph.backend)
         rows = self.graph.q(
             "MATCH (e:Engram {user: $user}) RETURN e.id AS id, e.memory_type AS memory_type, "
-            "e.content AS content, e.summary AS summary"
+            "e.content AS content, e.summary AS summary, e.facts AS facts"
         )
         # Re-read every query (another process may have written), re-tokenised only where changed.
         self._keywords.sync(
-            (r["id"], r["memory_type"] or "episodic", text_of(r["content"], r["summary"])) for r in rows
+            (r["id"], r["memory_type"] or "episodic", text_of(r["content"], r["summary"], r["facts"]))
+            for r in rows
         )
         return [ScoredId(i, s) for i, s in self._keywords.search(query, k, memory_type)]
 

@@ -15,9 +15,10 @@ from smriti.stores.kuzu import schema
 from smriti.stores.kuzu.connection import Connection, locked
 from smriti.stores.kuzu.rows import EngramRows
 from smriti.stores.kuzu.schema import ENGRAM_RETURN, from_db, to_db
+from smriti.stores.search import text_of
 
-# (id, memory_type, content, summary) of an engram whose searchable text or type changed
-Retexted = tuple[str, str, str, str]
+# (id, memory_type, searchable text: stores.search.text_of) of an engram whose text or type changed
+Retexted = tuple[str, str, str]
 
 
 class EngramTable:
@@ -96,8 +97,8 @@ class EngramTable:
         retexted: list[Retexted] = []
         for names, rows in groups.items():
             # Field names come from UPDATABLE_FIELDS (checked above), never from the caller's text.
-            retext = bool({"content", "summary", "memory_type"} & set(names))
-            returned = "e.id, e.memory_type, e.content, e.summary" if retext else "e.id"
+            retext = bool({"content", "summary", "facts", "memory_type"} & set(names))
+            returned = "e.id, e.memory_type, e.content, e.summary, e.facts" if retext else "e.id"
             if len(rows) <= 4:  # primary-key lookups; UNWIND ... {id: row.id} scans the table
                 sets = ", ".join(f"e.{name} = ${name}" for name in names)
                 result = []
@@ -115,7 +116,7 @@ class EngramTable:
                 stored = {name: schema.read_back(name, by_id[engram_id][name]) for name in names}
                 self.rows.update(engram_id, stored)
             if retext:
-                retexted += [(engram_id, mt, content, summary) for engram_id, mt, content, summary in result]
+                retexted += [(engram_id, mt, text_of(*texts)) for engram_id, mt, *texts in result]
         return changed, retexted
 
     @locked  # the row cache must take these values before another write can land

@@ -9,6 +9,9 @@ Schema versions:
     2. ``cluster_id`` (``-1`` = no cluster), ``Meta`` (schema version, embedding dims, index
        state, Leiden cache) and ``created_at`` on the edges that carry one.
 
+Fields added to Engram since (``superseded_by``, ``facts``) need no version: their columns
+are derived from the dataclass and added, with the field's default, to an older file at open.
+
 Migrations only ever add what is missing (tables with ``IF NOT EXISTS``, columns found
 absent in ``TABLE_INFO``), so running them at every open is idempotent.
 """

@@ -36,6 +36,12 @@ from smriti.stores.search import KeywordIndex, VectorCache, normalise_scores, te
 logger = logging.getLogger(__name__)
 
 EXTENSIONS = ("vector", "fts")
+# The columns the FTS index covers (stores.search.text_of's fields). An index built before
+# facts existed covers content and summary only and is kept (a re-created FTS index comes back
+# empty, see above): such a store answers keyword queries with the BM25 scan instead, which
+# reads all three, so a memory is still found by the facts it states.
+FULLTEXT_COLUMNS = ("content", "summary", "facts")
+FULLTEXT_FIELDS = "[" + ", ".join(f"'{name}'" for name in FULLTEXT_COLUMNS) + "]"
 _warned: set[str] = set()  # one warning per process and cause, not one per store opened
 
 
@@ -75,6 +81,7 @@ class SearchIndex:
         self._extensions: dict[str, bool] = dict.fromkeys(EXTENSIONS, False)
         self._install_tried = False
         self._vector_index = self._fulltext_index = False
+        self._fulltext_complete = False  # the FTS index covers every FULLTEXT_COLUMNS (see there)
         self._projected: set[str] = set()
         self._vectors = VectorCache(dims)
         self._keywords = KeywordIndex()
@@ -105,11 +112,13 @@ class SearchIndex:
     def added(self, engram: Engram) -> None:
         if engram.embedding is not None:
             self._vectors.add(engram.id, engram.memory_type, engram.embedding)
-        self._keywords.add(engram.id, engram.memory_type, text_of(engram.content, engram.summary))
+        text = text_of(engram.content, engram.summary, engram.facts)
+        self._keywords.add(engram.id, engram.memory_type, text)
 
-    def retexted(self, engram_id: str, memory_type: str, content: str, summary: str) -> None:
+    def retexted(self, engram_id: str, memory_type: str, text: str) -> None:
+        """``text`` is the engram's searchable text (:func:`text_of`) after the change."""
         self._vectors.retype(engram_id, memory_type)
-        self._keywords.add(engram_id, memory_type, text_of(content, summary))
+        self._keywords.add(engram_id, memory_type, text)
 
     def removed(self, engram_id: str) -> None:
         self._vectors.remove(engram_id)
@@ -166,9 +175,13 @@ class SearchIndex:
 
     def _read_indexes(self) -> None:
         try:
-            names = {row[1] for row in self.db.run("CALL SHOW_INDEXES() RETURN *")}
+            rows = self.db.run("CALL SHOW_INDEXES() RETURN *")
         except StoreError:
-            names = set()
+            rows = []
+        names = {row[1] for row in rows}
+        # (table_name, index_name, index_type, property_names, ...): which columns the FTS covers
+        covered = next((set(row[3] or ()) for row in rows if row[1] == FULLTEXT_INDEX), set())
+        self._fulltext_complete = set(FULLTEXT_COLUMNS) <= covered
         usable = all(self._extensions.values())
         if {VECTOR_INDEX, FULLTEXT_INDEX} & names and self.use_extensions and not usable:
             self._load_extensions(install=True)  # the file has indexes this process cannot use yet
@@ -236,7 +249,7 @@ class SearchIndex:
 
     @locked
     def fulltext_search(self, query: str, k: int, memory_type: str | None = None) -> list[ScoredId]:
-        """BM25 over content and summary, divided by the best score (so in (0, 1]).
+        """BM25 over content, summary and facts, divided by the best score (so in (0, 1]).
 
         Below ``exact_search_limit`` engrams the in-memory BM25 (stemmed terms, a broad stop
         list) answers even when Kuzu's FTS index exists: on LoCoMo it ranks evidence better
@@ -244,7 +257,7 @@ class SearchIndex:
         """
         if k <= 0 or not query.strip():
             return []
-        if self._fulltext_index and self._count() > self.exact_limit:
+        if self._fulltext_index and self._fulltext_complete and self._count() > self.exact_limit:
             where = "WHERE node.memory_type = $memory_type " if memory_type is not None else ""
             params: dict[str, Any] = {"q": query, "k": int(k)}
             if memory_type is not None:
@@ -259,8 +272,8 @@ class SearchIndex:
             except StoreError as error:  # odd query syntax: the scan still answers
                 logger.debug("full-text index query failed, scanning instead: %s", error)
         if not self._keywords.loaded:
-            rows = self.db.run("MATCH (e:Engram) RETURN e.id, e.memory_type, e.content, e.summary")
-            self._keywords.load((id_, mt, text_of(c, s)) for id_, mt, c, s in rows)
+            rows = self.db.run("MATCH (e:Engram) RETURN e.id, e.memory_type, e.content, e.summary, e.facts")
+            self._keywords.load((id_, mt, text_of(*texts)) for id_, mt, *texts in rows)
         return [ScoredId(id_, score) for id_, score in self._keywords.search(query, k, memory_type)]
 
     @locked
@@ -283,7 +296,7 @@ class SearchIndex:
                 (
                     "_fulltext_index",
                     "fts",
-                    f"CALL CREATE_FTS_INDEX('Engram', '{FULLTEXT_INDEX}', ['content', 'summary'])",
+                    f"CALL CREATE_FTS_INDEX('Engram', '{FULLTEXT_INDEX}', {FULLTEXT_FIELDS})",
                 ),
             )
             for attribute, extension, statement in builds:
@@ -293,6 +306,7 @@ class SearchIndex:
                 try:
                     self.db.ddl(statement)
                     setattr(self, attribute, True)
+                    self._fulltext_complete = self._fulltext_complete or extension == "fts"
                     logger.info("%s: built the %s index at %d engrams", self.path, extension, self._count())
                 except StoreError as error:
                     cause = f"{self.backend}:build:{extension}"

@@ -218,8 +218,8 @@ class KuzuStore(StoreBase):
     def update_engrams(self, updates: Mapping[str, Mapping[str, Any]]) -> int:
         """See :meth:`EngramTable.update`; the search caches follow changed texts and types."""
         changed, retexted = self.engrams.update(updates)
-        for engram_id, memory_type, content, summary in retexted:
-            self.index.retexted(engram_id, memory_type, content, summary)
+        for engram_id, memory_type, text in retexted:
+            self.index.retexted(engram_id, memory_type, text)
         return changed
 
     def reinforce(self, ids: Sequence[str], at: datetime, boost: float) -> dict[str, tuple[int, float]]:

@@ -67,7 +67,7 @@ class EngramTable:
         rowids = dict(self.db.read(f"SELECT id, rowid FROM engram WHERE id IN {IDS}", (ids,)))
         self.db.write_many(
             "INSERT INTO engram_fts (rowid, terms) VALUES (?, ?)",
-            [(rowids[e.id], fts_terms(e.content, e.summary)) for e in engrams],
+            [(rowids[e.id], fts_terms(e.content, e.summary, e.facts)) for e in engrams],
         )
         added = [(e.id, e.memory_type, e.embedding) for e in engrams]
 
@@ -134,18 +134,18 @@ class EngramTable:
                     f"WHERE engram.id = v.column{width}",
                     [value for row in part for value in row],
                 ).rowcount
-            if {"content", "summary", "memory_type"} & set(names):
+            if {"content", "summary", "facts", "memory_type"} & set(names):
                 retexted += [row[-1] for row in rows]
         if retexted:
             rows = self.db.read(
-                f"SELECT rowid, id, memory_type, content, summary FROM engram WHERE id IN {IDS}",
+                f"SELECT rowid, id, memory_type, content, summary, facts FROM engram WHERE id IN {IDS}",
                 (id_list(retexted),),
             )
             self.db.write_many(
                 "UPDATE engram_fts SET terms = ? WHERE rowid = ?",
-                [(fts_terms(content, summary), rowid) for rowid, _, _, content, summary in rows],
+                [(fts_terms(*texts), rowid) for rowid, _, _, *texts in rows],
             )
-            types = [(id_, memory_type) for _, id_, memory_type, _, _ in rows]
+            types = [(id_, memory_type) for _, id_, memory_type, *_ in rows]
 
             def retype() -> None:
                 for id_, memory_type in types:

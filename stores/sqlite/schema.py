@@ -5,7 +5,8 @@ Schema versions (``meta.schema_version``):
        later, in place (no version change: older code reads and writes such a file
        correctly, since the triggers live in the file): ``cue.engram_count``, kept by
        triggers on encoded_by and filled once from it when the column is added;
-       ``engram.superseded_by`` ('' = current), added with its default to older files.
+       ``engram.superseded_by`` ('' = current) and ``engram.facts`` (the stated facts, one per
+       line; '' = none), added with their defaults to older files.
 
 Design choices, and why:
 
@@ -75,7 +76,8 @@ TABLES = [
         source TEXT NOT NULL DEFAULT '',
         tags TEXT NOT NULL DEFAULT '',
         cluster_id INTEGER NOT NULL DEFAULT -1,
-        superseded_by TEXT NOT NULL DEFAULT '')""",
+        superseded_by TEXT NOT NULL DEFAULT '',
+        facts TEXT NOT NULL DEFAULT '')""",
     # list_recent's order, read straight off an index
     "CREATE INDEX IF NOT EXISTS engram_recent ON engram (last_accessed_at DESC, created_at DESC, id)",
     # stats' cluster count without reading every row (cluster_id lies past the embedding BLOB,
@@ -169,9 +171,9 @@ def from_blob(blob: bytes | None) -> list[float] | None:
     return None if blob is None else np.frombuffer(blob, dtype="<f4").tolist()
 
 
-def fts_terms(content: str | None, summary: str | None) -> str:
+def fts_terms(content: str | None, summary: str | None, facts: str | None = "") -> str:
     """The text the FTS5 table indexes: the same terms the in-memory BM25 index counts."""
-    return " ".join(tokenize(text_of(content, summary)))
+    return " ".join(tokenize(text_of(content, summary, facts)))
 
 
 _FIELD_TYPES: dict[str, Any] = typing.get_type_hints(Engram)
@@ -254,6 +256,10 @@ def migrate(conn: Any, dims: int, path: Path) -> list[str]:
     if "superseded_by" not in engram_columns:  # a file written before corrections existed
         conn("ALTER TABLE engram ADD COLUMN superseded_by TEXT NOT NULL DEFAULT ''")
         changes.append("engram.superseded_by added")
+    if "facts" not in engram_columns:  # a file written before the LLM analysis stated facts
+        # (its FTS rows need no rebuild: an older memory has no facts to index)
+        conn("ALTER TABLE engram ADD COLUMN facts TEXT NOT NULL DEFAULT ''")
+        changes.append("engram.facts added")
     # Forget asks which memories a memory superseded: without an index that read every row's
     # overflow pages (the column lies past the embedding BLOB). Partial: only corrected ones.
     conn(SUPERSEDED_INDEX)
