@@ -148,6 +148,7 @@ def format_item(candidate: Candidate, explain: bool) -> dict[str, Any]:
         "cluster_id": candidate.cluster_id,
         "metadata": {
             "summary": candidate.summary,
+            "facts": list(candidate.facts),
             "tags": candidate.tags,
             "importance": candidate.importance,
             "access_count": candidate.access_count,

@@ -218,6 +218,7 @@ class Candidate:
     tags: str = ""
     cluster_id: int = NO_CLUSTER
     superseded_by: str = ""  # the newer memory that corrects this one (nodes/refine.py, nodes/rank.py)
+    facts: list[str] = field(default_factory=list)  # the atomic facts its LLM analysis found
     entities: list[str] = field(default_factory=list)  # cue names, sorted
     entity_types: dict[str, str] = field(default_factory=dict)  # cue name -> cue type
     # the direct signals (see Hit) and how it was reached
@@ -285,6 +286,7 @@ class Candidate:
             tags=engram.tags,
             cluster_id=engram.cluster_id,
             superseded_by=engram.superseded_by,
+            facts=engram.fact_list(),
             entities=sorted(c.name for c in cues),
             entity_types={c.name: c.cue_type for c in cues},
             similarity=float(hit.get("similarity", 0.0)),

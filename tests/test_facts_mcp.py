@@ -78,6 +78,7 @@ def test_facts_and_the_stated_time_through_an_mcp_session(tmp_path):
             found = (await _call(client, "smriti_recall", query="Alice Qdrant", limit=3))["results"]
             assert found[0]["id"] == stored
             assert found[0]["timestamp"] == _midnight_before(model.seen[0])
+            assert found[0]["metadata"]["facts"] == FACTS
             # the model stated "yesterday" for Carol's memory too; the caller's time stays
             carol = (await _call(client, "smriti_recall", query="Carol Qdrant", limit=3))["results"]
             assert carol[0]["id"] == told["id"] and carol[0]["timestamp"] == TOLD
