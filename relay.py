@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -57,24 +58,40 @@ class RestartingTransport(httpx2.AsyncHTTPTransport):
 
     Only a POST (a message from the client) starts one: the SDK's GET stream reconnects by
     itself, and a server stopped with ``smriti stop`` must stay stopped until someone asks.
-    It also notes the JSON-RPC ids of POSTs answered 404 within a session: the server never
-    ran those (its session is gone), so the relay may send them again in a new session.
+    It also notes the JSON-RPC ids of POSTs no server ran: refused connections, and POSTs
+    answered 404 within a session (its session is gone), so the relay may send them again in a
+    new session.
     """
 
     def __init__(self, settings: Settings, paths: SharedPaths) -> None:
         super().__init__(uds=str(paths.socket))
         self.settings = settings
         self.unknown_session: set[Any] = set()
+        self.attempted: set[Any] = set()  # ids of the messages this transport began to send
+
+    def never_ran(self, ids: Iterable[Any]) -> set[Any]:
+        """Which of ``ids`` no server can have run: never sent, refused, or out of session."""
+        return {key for key in ids if key not in self.attempted or key in self.unknown_session}
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.method == "POST":
+            self.attempted.add(_message_id(request.content))
         try:
             response = await super().handle_async_request(request)
         except httpx2.ConnectError:
             if request.method != "POST":
                 raise
+            # Refused: no server got this message. Noted before the restart, which takes a while:
+            # the session may be found lost meanwhile (its stream ends) and this request then
+            # goes into the next session instead of being answered "may or may not have run".
+            message_id = _message_id(request.content)
+            if message_id is not None:
+                self.unknown_session.add(message_id)
             logger.info("the shared Smriti server is gone: starting a new one")
             await anyio.to_thread.run_sync(ensure_server, self.settings)
             response = await super().handle_async_request(request)
+            if response.status_code != 404:  # the new server took it after all (no session yet)
+                self.unknown_session.discard(message_id)
         if response.status_code == 404 and request.method == "POST" and "mcp-session-id" in request.headers:
             message_id = _message_id(request.content)
             if message_id is not None:
@@ -213,7 +230,10 @@ class Relay:
 
     async def _session_lost(self) -> None:
         """Answer what a dead server may have run; keep what it never got for the next session."""
-        never_ran = self.transport.unknown_session if self.transport is not None else set()
+        # A request the client sent just as the server died may never have left the relay.
+        never_ran = (
+            self.transport.never_ran(self.pending) if self.transport is not None else set(self.pending)
+        )
         for key in [key for key in self.pending if key in never_ran]:
             self.unsent.append(SessionMessage(self.pending.pop(key)))
         resend = {getattr(item.message, "id", None) for item in self.unsent}

@@ -145,6 +145,10 @@ def normalise_scores(hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
     return [(id_, score / top) for id_, score in hits]
 
 
+# The engram fields keyword search reads, in text_of's order.
+SEARCHED_FIELDS: tuple[str, ...] = ("content", "summary", "facts")
+
+
 def text_of(content: str | None, summary: str | None, facts: str | None = "") -> str:
     """What keyword search sees of an engram: its content, summary and stated facts (the
     full-text indexes cover the same fields), so a memory is found by a fact it states."""

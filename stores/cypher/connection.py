@@ -44,6 +44,12 @@ class CypherConnection(ABC):
         """Cypher expression turning parameter ``param`` (a list of floats or null) into a vector."""
         return f"${param}"
 
+    def searchable_text(self, var: str) -> str:
+        """A clause that runs after the engram ``var``'s content, summary or facts were written,
+        keeping a derived property keyword search reads; none by default (Neo4j's full-text
+        index reads the fields themselves)."""
+        return ""
+
     @abstractmethod
     def index_state(self) -> dict[str, bool]:
         """Which of the ``vector`` and ``fulltext`` indexes exist and answer queries."""

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from smriti.stores.base import StoreError, validate_user_name
 from smriti.stores.cypher.connection import CypherConnection
 from smriti.stores.cypher.store import CypherGraphStore
+from smriti.stores.search import SEARCHED_FIELDS
 
 if TYPE_CHECKING:
     from smriti.config import Settings
@@ -48,10 +49,24 @@ GRAPH_SUFFIX = "_smriti"
 INDEX_WAIT_SECONDS = 300
 # Labels and properties of the exact-match indexes (constants), and the unique keys they back.
 _RANGE_INDEXES = (("Engram", ("user", "id")), ("Cue", ("user", "name", "id")), ("Meta", ("user", "key")))
-# The fields keyword search covers (stores.search.text_of's). A graph indexed before facts
-# existed reads as not fully indexed until the next ensure_indexes adds the facts field.
-_FULLTEXT_FIELDS = ("content", "summary", "facts")
+# RediSearch, under FalkorDB's full-text index, splits words at spaces, tabs and punctuation but
+# not at other whitespace (measured: "alpha\nzebra" indexes one token, found by neither word;
+# likewise \r, \v and no-break spaces). The index therefore covers one derived property, the
+# searched fields (stores.search.text_of's) with every such character made a space, kept by
+# each write that touches them (searchable_text). A graph indexed before it existed (content,
+# summary, facts indexed as such) reads as not indexed until ensure_indexes rebuilds it.
+SEARCH_TEXT = "search_text"
+_FULLTEXT_FIELDS = (SEARCH_TEXT,)
+_UNSPLIT_SPACES = "".join(c for c in map(chr, range(0x3001)) if c.isspace() and c not in " \t")
 _UNIQUE_KEYS = (("Engram", ("user", "id")), ("Cue", ("user", "name")), ("Meta", ("user", "key")))
+
+
+def search_text_expression(var: str) -> str:
+    """Cypher for the derived search text of engram ``var`` (raw characters in the literals:
+    FalkorDB reads no \\u escapes there)."""
+    joined = " + ' ' + ".join(f"coalesce({var}.{name}, '')" for name in SEARCHED_FIELDS)
+    spaces = ", ".join(f"'{c}'" for c in _UNSPLIT_SPACES)
+    return f"reduce(t = {joined}, c IN [{spaces}] | replace(t, c, ' '))"
 
 
 def graph_name_for(settings: Settings, user: str) -> str:
@@ -135,6 +150,9 @@ class FalkorDBConnection(CypherConnection):
     def vector_literal(self, param: str) -> str:
         return f"vecf32(${param})"
 
+    def searchable_text(self, var: str) -> str:
+        return f"WITH {var} SET {var}.{SEARCH_TEXT} = {search_text_expression(var)}"
+
     def index_state(self) -> dict[str, bool]:
         # An index still filling answers with the nodes indexed so far: count it only once
         # the label's index is OPERATIONAL, so search falls back to brute force meanwhile.
@@ -152,8 +170,14 @@ class FalkorDBConnection(CypherConnection):
             )
             self._schema_call(query, {"dims": dims})
         else:
-            # One call per missing field: naming an already indexed field fails the whole call.
             types, _ = self._engram_indexes()
+            if any("FULLTEXT" in kinds and name not in _FULLTEXT_FIELDS for name, kinds in types.items()):
+                # Indexed before the derived text: the graph's whole full-text index is rebuilt
+                # (every user's memories, in tenant isolation), after filling the text in.
+                self.run("MATCH (e:Engram) WHERE e.search_text IS NULL " + self.searchable_text("e"))
+                self._schema_call("CALL db.idx.fulltext.drop('Engram')")
+                types = {name: kinds for name, kinds in types.items() if "FULLTEXT" not in kinds}
+            # One call per missing field: naming an already indexed field fails the whole call.
             for field in _FULLTEXT_FIELDS:
                 if "FULLTEXT" not in types.get(field, ()):
                     self._schema_call(f"CALL db.idx.fulltext.createNodeIndex('Engram', '{field}')")

@@ -68,6 +68,7 @@ from smriti.stores.cypher.rows import (
     to_stored_time,
 )
 from smriti.stores.cypher.search import CypherSearch
+from smriti.stores.search import SEARCHED_FIELDS
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +137,8 @@ class CypherGraphStore(StoreBase):
         fields = {name: getattr(engram, name) for name in UPDATABLE_FIELDS | {"created_at"}}
         self.graph.q(
             "CREATE (e:Engram {user: $user, id: $id}) "
-            f"SET e += $props, e.embedding = {self.graph.vector_literal('embedding')}",
+            f"SET e += $props, e.embedding = {self.graph.vector_literal('embedding')} "
+            + self.graph.connection.searchable_text("e"),
             id=engram.id,
             props=engram_props(fields),
             embedding=self.graph.check_embedding(engram.embedding),
@@ -169,9 +171,12 @@ class CypherGraphStore(StoreBase):
             rows.append({"id": engram_id, "props": engram_props(fields)})
         if not rows:
             return 0
+        # Decay and clustering update thousands of engrams without touching their text.
+        texts = any(set(SEARCHED_FIELDS) & set(fields) for fields in updates.values())
         result = self.graph.q(
-            "UNWIND $rows AS row MATCH (e:Engram {user: $user, id: row.id}) "
-            "SET e += row.props RETURN count(e) AS n",
+            "UNWIND $rows AS row MATCH (e:Engram {user: $user, id: row.id}) SET e += row.props "
+            + (self.graph.connection.searchable_text("e") if texts else "")
+            + " RETURN count(e) AS n",
             rows=rows,
         )
         return int(result[0]["n"]) if result else 0

@@ -63,3 +63,15 @@ def test_facts_travel_in_exports(store, backend):
     copied = other.get_engram("x1")
     assert copied.fact_list() == ["Alice prefers Qdrant"] and copied.created_at == T0 - timedelta(days=3)
     assert [h.id for h in other.fulltext_search("qdrant", 10)] == ["x1"]
+
+
+@pytest.mark.parametrize("indexed", [False, True], ids=["scan", "indexed"])
+def test_words_either_side_of_a_line_break_are_found(store, indexed):
+    """Multi-line content (a pasted note, a chat turn with a list) is searchable word by word."""
+    store.create_engram(_engram("n1", "Deploy checklist:\nKafka\nBilling\r\nrollback\tplan"))
+    store.create_engram(_engram("n2", "Nothing to see here"))
+    if indexed:
+        store.ensure_indexes(0)
+    for word in ("checklist", "kafka", "billing", "rollback", "plan"):
+        assert [h.id for h in store.fulltext_search(word, 10)] == ["n1"], word
+    assert store.get_engram("n1").content == "Deploy checklist:\nKafka\nBilling\r\nrollback\tplan"

@@ -6,6 +6,7 @@ answers keyword queries with the scan, which reads the facts too."""
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from datetime import UTC, datetime
 
 import pytest
@@ -96,3 +97,31 @@ def test_a_new_kuzu_fulltext_index_covers_facts(settings):
         _checked(store)  # answered by the index
     finally:
         store.close()
+
+
+def test_a_falkordb_graph_indexed_field_by_field_is_rebuilt_over_the_search_text(falkor_server, settings):
+    """A graph whose full-text index covers content, summary and facts as such (the code before
+    the derived search text) and whose memories have no search text: ensure_indexes fills the
+    text in and rebuilds the index, after which a word after a line break is found."""
+    from smriti.stores.cypher.falkordb import open_falkordb
+
+    client, _ = falkor_server
+    graph = f"smriti_migrate_{uuid.uuid4().hex[:8]}"
+    cfg = settings.model_copy(update={"db_type": "falkordb", "falkor_graph": graph})
+    store = open_falkordb(cfg, "alice", client=client)
+    try:
+        store.create_engram(_memory("m1", "Deploy checklist:\nKafka\nrollback"))
+        store.create_engram(_memory("m2", "nothing else"))
+        run = store.graph.connection.run
+        run("MATCH (e:Engram) REMOVE e.search_text")
+        for field in ("content", "summary", "facts"):
+            run(f"CALL db.idx.fulltext.createNodeIndex('Engram', '{field}')")
+        assert store.graph.connection.index_state()["fulltext"] is False
+
+        store.ensure_indexes(0)
+        assert store.graph.connection.index_state()["fulltext"] is True
+        assert [h.id for h in store.fulltext_search("kafka", 10)] == ["m1"]
+        assert [h.id for h in store.fulltext_search("nothing", 10)] == ["m2"]
+    finally:
+        store.close()
+        client.select_graph(graph).delete()
