@@ -128,6 +128,22 @@ class OpenAIStub:
         return Handler
 
 
+def queued_llm_settings(settings: Any, stub: OpenAIStub, **extra: Any) -> Any:
+    """``settings`` with the stub as the chat model and a queue fast enough for tests."""
+    return settings.model_copy(
+        update={
+            "llm_provider": "openai",
+            "llm_base_url": stub.base_url,
+            "llm_api_key": "sk-test",
+            "llm_timeout": 5.0,
+            "analysis_backoff_seconds": 0.05,
+            "analysis_backoff_max_seconds": 0.2,
+            "analysis_rate_per_minute": 0,
+            **extra,
+        }
+    )
+
+
 def _usage() -> dict[str, int]:
     return {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
 

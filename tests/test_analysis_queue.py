@@ -18,7 +18,7 @@ from smriti.memory import Memory
 from smriti.nodes.enrich import backoff, retry_after
 from smriti.stores.queue import AnalysisQueue
 
-from .openai_stub import OpenAIStub, Reply
+from .openai_stub import OpenAIStub, Reply, queued_llm_settings
 
 LLM_ANALYSIS = {
     "summary": "Priya moved the search service to pgvector",
@@ -36,18 +36,7 @@ def _answer(prompt: str) -> str:
 
 
 def _settings(settings, stub: OpenAIStub, **extra):
-    return settings.model_copy(
-        update={
-            "llm_provider": "openai",
-            "llm_base_url": stub.base_url,
-            "llm_api_key": "sk-test",
-            "llm_timeout": 5.0,
-            "analysis_backoff_seconds": 0.05,
-            "analysis_backoff_max_seconds": 0.2,
-            "analysis_rate_per_minute": 0,
-            **extra,
-        }
-    )
+    return queued_llm_settings(settings, stub, **extra)
 
 
 def _cues(memory: Memory, engram_id: str) -> list[tuple[str, str]]:

@@ -21,7 +21,7 @@ from smriti.nodes.enrich import Enrichment
 from smriti.providers.schemas import MAX_FACT_CHARS, MAX_FACTS
 from smriti.stores.queue import AnalysisQueue
 
-from .openai_stub import OpenAIStub
+from .openai_stub import OpenAIStub, queued_llm_settings
 
 STORED = datetime(2026, 5, 8, 9, 30, tzinfo=UTC)
 CONTENT = "Yesterday Alice told me she is switching our vector store for the RAG project."
@@ -69,19 +69,8 @@ def _yesterday(stored: datetime) -> str:
 
 
 def _settings(settings, stub: OpenAIStub, **extra):
-    return settings.model_copy(
-        update={
-            "llm_provider": "openai",
-            "llm_base_url": stub.base_url,
-            "llm_api_key": "sk-test",
-            "llm_timeout": 5.0,
-            "analysis_backoff_seconds": 0.05,
-            "analysis_backoff_max_seconds": 0.2,
-            "analysis_rate_per_minute": 0,
-            "analysis_max_attempts": 1,  # a failed job would be parked at once
-            **extra,
-        }
-    )
+    extra.setdefault("analysis_max_attempts", 1)  # a failed job would be parked at once
+    return queued_llm_settings(settings, stub, **extra)
 
 
 def _cues(memory: Memory, engram_id: str) -> list[tuple[str, str]]:
