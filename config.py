@@ -162,6 +162,15 @@ class Settings(BaseSettings):
     smriti_resource_url: str = Field(
         default="", description="the public URL of the MCP endpoint (default http://HOST:PORT/mcp)"
     )
+    # Each open memory holds a connection, a vector cache and a worker (server_users.py).
+    user_idle_timeout: float = Field(
+        default=900.0,
+        ge=0,
+        description="multi-user HTTP: seconds idle before a user's memory is closed (0: never)",
+    )
+    max_open_users: int = Field(
+        default=64, ge=0, description="multi-user HTTP: most users' memories open at once (0: no cap)"
+    )
 
     # --- consolidation --------------------------------------------------------------------
     consolidation_interval: int = Field(default=3600, ge=0)

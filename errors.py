@@ -86,6 +86,10 @@ class StoreFull(StoreError):
     was written, what was stored before is intact, and writes work again once space is freed."""
 
 
+class TooManyUsers(OperationError):
+    """A multi-user server has MAX_OPEN_USERS memories open, each with a request in flight."""
+
+
 class ProviderError(OperationError):
     """A chat or embedding model could not be built or called."""
 

@@ -89,15 +89,22 @@ ToolContext = Context[UserRuntimes, Any]
 """What every tool receives: the request context whose lifespan context holds the open Runtimes."""
 
 
-async def _runtime(ctx: ToolContext) -> Runtime:
-    """The memory of the user this request was authenticated as (the one user without auth)."""
+@asynccontextmanager
+async def _runtime(ctx: ToolContext) -> AsyncIterator[Runtime]:
+    """The memory of the user this request was authenticated as (the one user without auth),
+    held open (never closed for idleness) until the tool returns."""
+    runtimes = ctx.request_context.lifespan_context
     try:
-        return await ctx.request_context.lifespan_context.for_request(ctx.request_context.request)
+        user, runtime = await runtimes.take_for_request(ctx.request_context.request)
     except UserError as error:
         raise ToolError(without_paths(str(error))) from None
-    except SmritiError as error:  # the user's store could not be opened (locked, unreachable)
+    except SmritiError as error:  # the user's store could not be opened (locked, unreachable, too many)
         logger.warning("opening a memory failed: %s", error)
         raise ToolError(public_failure("opening the memory", error)) from None
+    try:
+        yield runtime
+    finally:
+        runtimes.release(user)
 
 
 def _result(payload: dict[str, Any]) -> CallToolResult:
@@ -187,29 +194,29 @@ async def smriti_store(
         str, Field(description="Id of an older memory this one corrects (it is kept, marked superseded)")
     ] = "",
 ) -> Annotated[CallToolResult, StoreResult]:
-    runtime = await _runtime(ctx)
-    _check(check_content, content, runtime.settings.max_content_chars)
-    _check(check_importance, importance)
-    when = _check(check_occurred_at, occurred_at)
-    stored = await _call(
-        "store",
-        runtime.memory.store,
-        content,
-        importance=importance,
-        tags=tags,
-        source=source,
-        occurred_at=when,
-        supersedes=supersedes,
-    )
-    payload = {key: stored[key] for key in ("id", "memory_type", "cues", "cluster_id", "deduplicated")}
-    # A near-duplicate ends the store before these steps: it superseded nothing, queued nothing.
-    payload["superseded"] = list(stored.get("superseded", []))
-    payload["analysis_queued"] = bool(stored.get("analysis_queued", False))
-    payload["cues"] = [{"name": c["name"], "type": c.get("type", "keyword")} for c in stored["cues"]]
-    if explain:
-        payload["trace"] = stored["trace"]
-    await memories_changed(ctx)
-    return _result(payload)
+    async with _runtime(ctx) as runtime:
+        _check(check_content, content, runtime.settings.max_content_chars)
+        _check(check_importance, importance)
+        when = _check(check_occurred_at, occurred_at)
+        stored = await _call(
+            "store",
+            runtime.memory.store,
+            content,
+            importance=importance,
+            tags=tags,
+            source=source,
+            occurred_at=when,
+            supersedes=supersedes,
+        )
+        payload = {key: stored[key] for key in ("id", "memory_type", "cues", "cluster_id", "deduplicated")}
+        # A near-duplicate ends the store before these steps: it superseded nothing, queued nothing.
+        payload["superseded"] = list(stored.get("superseded", []))
+        payload["analysis_queued"] = bool(stored.get("analysis_queued", False))
+        payload["cues"] = [{"name": c["name"], "type": c.get("type", "keyword")} for c in stored["cues"]]
+        if explain:
+            payload["trace"] = stored["trace"]
+        await memories_changed(ctx)
+        return _result(payload)
 
 
 async def smriti_recall(
@@ -226,21 +233,21 @@ async def smriti_recall(
         bool, Field(description="Also return memories a newer one corrected (ranked below, marked)")
     ] = False,
 ) -> Annotated[CallToolResult, RecallResult]:
-    runtime = await _runtime(ctx)
-    _check(check_mode, mode)
-    _check(check_limit, limit, runtime.settings.memory_fabric_max_results)
-    type_filter = _check(check_memory_type, memory_type)  # direct callers skip the schema
-    result = await _call(
-        "recall",
-        runtime.memory.recall,
-        query,
-        limit=limit,
-        mode=mode,
-        memory_type=type_filter,
-        explain=explain,
-        include_superseded=include_superseded,
-    )
-    return _result(result)
+    async with _runtime(ctx) as runtime:
+        _check(check_mode, mode)
+        _check(check_limit, limit, runtime.settings.memory_fabric_max_results)
+        type_filter = _check(check_memory_type, memory_type)  # direct callers skip the schema
+        result = await _call(
+            "recall",
+            runtime.memory.recall,
+            query,
+            limit=limit,
+            mode=mode,
+            memory_type=type_filter,
+            explain=explain,
+            include_superseded=include_superseded,
+        )
+        return _result(result)
 
 
 async def smriti_manage(
@@ -249,13 +256,19 @@ async def smriti_manage(
     memory_id: Annotated[str, Field(description="Id of the memory to forget (forget only)")] = "",
     explain: Annotated[bool, Field(description="consolidate: add the per-step trace")] = False,
 ) -> Annotated[CallToolResult, ManageResult]:
-    runtime = await _runtime(ctx)
+    async with _runtime(ctx) as runtime:
+        return await _manage(ctx, runtime, action, memory_id.strip(), explain)
+
+
+async def _manage(
+    ctx: ToolContext, runtime: Runtime, action: str, memory_id: str, explain: bool
+) -> CallToolResult:
     details: dict[str, Any]
     if action == "forget":
-        if not memory_id.strip():
+        if not memory_id:
             raise ToolError("memory_id is required to forget a memory (take it from a recall result)")
         details = await _call("forget", runtime.memory.forget, memory_id)
-        message = f"forgot memory {details.get('forgotten', memory_id.strip())}"
+        message = f"forgot memory {details.get('forgotten', memory_id)}"
         await memories_changed(ctx)
     elif action == "sync" and runtime.backup is None:
         # As `smriti sync` does: a session-end hook on a memory without backups is not an error.
@@ -336,7 +349,11 @@ def build_server(
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[UserRuntimes]:
         runtimes = UserRuntimes(
-            functools.partial(_open_ready, settings), close_runtime, multi_user=auth is not None
+            functools.partial(_open_ready, settings),
+            close_runtime,
+            multi_user=auth is not None,
+            idle_timeout=settings.user_idle_timeout,
+            max_open=settings.max_open_users,
         )
         opened[:] = [runtimes]
         try:
@@ -345,7 +362,7 @@ def build_server(
                 if on_open is not None:
                     on_open(runtime)
             async with anyio.create_task_group() as tasks:
-                runtimes.start(functools.partial(_start_background, tasks))
+                runtimes.start(tasks, _start_background)
                 try:
                     yield runtimes
                 finally:
@@ -369,7 +386,7 @@ def build_server(
     )
     for tool, title, description, hints in TOOLS:
         server.add_tool(tool, name=tool.__name__, title=title, description=description, annotations=hints)
-    register_resources(server, lambda: opened[0].for_request(None))
+    register_resources(server, lambda: opened[0].using_request(None))
     add_health_route(server, _version())
     return server
 

@@ -6,14 +6,16 @@ memories (listing reinforces nothing). The prompt hands a client the memories re
 task in one message, for clients that offer prompts as slash commands.
 
 Static resources get no request context from the SDK (only templates and tools do), so they
-reach the runtime through ``current()``: the memory of the request's authenticated user (the
-SDK's per-request context variable), or the one user of a server without authentication.
+reach the runtime through ``current()``, held open while they read it: the memory of the
+request's authenticated user (the SDK's per-request context variable), or the one user of a
+server without authentication.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
@@ -33,7 +35,9 @@ PROMPT_MEMORIES = 5
 GRAPH_MEMORIES = 300
 
 
-def register_resources(server: MCPServer, current: Callable[[], Awaitable[Runtime]]) -> None:
+def register_resources(
+    server: MCPServer, current: Callable[[], AbstractAsyncContextManager[Runtime]]
+) -> None:
     """Add ``memory://stats``, ``memory://recent``, ``memory://graph`` and the ``relevant_memories``
     prompt."""
 
@@ -45,7 +49,8 @@ def register_resources(server: MCPServer, current: Callable[[], Awaitable[Runtim
         mime_type="application/json",
     )
     async def stats() -> str:
-        details = await anyio.to_thread.run_sync(describe_status, await current())
+        async with current() as runtime:
+            details = await anyio.to_thread.run_sync(describe_status, runtime)
         return json.dumps(details, default=str)
 
     @server.resource(
@@ -56,8 +61,9 @@ def register_resources(server: MCPServer, current: Callable[[], Awaitable[Runtim
         mime_type="application/json",
     )
     async def recent() -> str:
-        memory = (await current()).memory
-        result = await anyio.to_thread.run_sync(lambda: memory.recall("", limit=RECENT, mode="list"))
+        async with current() as runtime:
+            memory = runtime.memory
+            result = await anyio.to_thread.run_sync(lambda: memory.recall("", limit=RECENT, mode="list"))
         return json.dumps(result, default=str)
 
     @server.resource(
@@ -71,7 +77,8 @@ def register_resources(server: MCPServer, current: Callable[[], Awaitable[Runtim
     async def graph() -> str:
         from smriti.view import collect
 
-        view = await anyio.to_thread.run_sync(collect, (await current()).memory, GRAPH_MEMORIES)
+        async with current() as runtime:
+            view = await anyio.to_thread.run_sync(collect, runtime.memory, GRAPH_MEMORIES)
         return json.dumps({"nodes": view.nodes, "edges": view.edges}, default=str)
 
     @server.prompt(
@@ -82,10 +89,11 @@ def register_resources(server: MCPServer, current: Callable[[], Awaitable[Runtim
     async def relevant_memories(
         task: Annotated[str, Field(description="The task or question at hand")],
     ) -> list[dict[str, Any]]:
-        memory = (await current()).memory
-        result = await anyio.to_thread.run_sync(
-            lambda: memory.recall(task, limit=PROMPT_MEMORIES, mode="recall")
-        )
+        async with current() as runtime:
+            memory = runtime.memory
+            result = await anyio.to_thread.run_sync(
+                lambda: memory.recall(task, limit=PROMPT_MEMORIES, mode="recall")
+            )
         lines = [f"- {item['text']} (memory {item['id']})" for item in result["results"]]
         remembered = "\n".join(lines) if lines else "(nothing remembered about this yet)"
         text = f"What I remember that may bear on this task:\n{remembered}\n\nThe task: {task}"

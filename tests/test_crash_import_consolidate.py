@@ -163,7 +163,10 @@ def test_sigkill_during_consolidation_keeps_every_answered_store_whole(tmp_path)
     acknowledged = set(expected)
     rng = random.Random(5)
     interrupted = 0
-    for cycle in range(2):
+    # Consolidating 2,000 memories takes a few hundred ms on an idle machine: the first kill comes
+    # early enough to land during it however fast the machine, the others at random moments.
+    delays = [0.05] + [rng.uniform(0.05, 1.2) for _ in range(2)]
+    for cycle, delay in enumerate(delays):
         server = subprocess.Popen(
             [sys.executable, "-m", "smriti.server"],
             env=env,
@@ -188,7 +191,7 @@ def test_sigkill_during_consolidation_keeps_every_answered_store_whole(tmp_path)
         replies: list[str] = []
         reader = threading.Thread(target=replies.extend, args=(server.stdout,), daemon=True)
         reader.start()
-        time.sleep(rng.uniform(0.3, 1.5))
+        time.sleep(delay)
         server.send_signal(signal.SIGKILL)
         server.wait(30)
         reader.join(10)
