@@ -224,7 +224,10 @@ class UserRuntimes:
         period = min(60.0, max(self.idle_timeout / 4, 0.05))
         while True:
             await anyio.sleep(period)
-            await self.close_idle()
+            try:
+                await self.close_idle()
+            except Exception:  # why: a failed pass must not end the server's task group
+                logger.exception("closing idle memories failed")
 
     async def _close_if_idle(self, user: str | None, *, since: float | None) -> bool:
         """Close ``user``'s memory if no request holds it (and, with ``since``, none came after
