@@ -208,9 +208,13 @@ class Database:
             return
         try:
             conn = self._borrow()
-            conn.execute("BEGIN")
         except sqlite3.Error as error:
             raise StoreError(f"cannot open a reader on {self.path}: {error}") from error
+        try:
+            conn.execute("BEGIN")
+        except sqlite3.Error as error:
+            self._give_back(conn)
+            raise StoreError(f"cannot start a read on {self.path}: {error}") from error
 
         def read(sql: str, params: Params = ()) -> list[Any]:
             try:

@@ -15,6 +15,9 @@ from collections.abc import Iterable, Mapping
 
 from smriti.stores.base import Cue
 
+# ~250 bytes a cue: at most ~50 MB however many cues recalls touch (a 100k store has ~300k cues).
+MAX_CUES = 200_000
+
 
 class CueCache:
     """Cue rowid -> :class:`Cue` (id, name, type; no embedding), filled by recall's reads.
@@ -22,7 +25,8 @@ class CueCache:
     The cached cues are shared between readers: treat them as read-only.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = MAX_CUES) -> None:
+        self.limit = limit
         self._cues: dict[int, Cue] = {}
         self._lock = threading.Lock()
         # Bumped by every clear. A reader takes it before its snapshot and stores what it read
@@ -49,8 +53,11 @@ class CueCache:
     def store(self, cues: Mapping[int, Cue], generation: int) -> None:
         """Keep cues read from a snapshot taken at ``generation`` (dropped if a clear came since)."""
         with self._lock:
-            if generation == self.generation:
-                self._cues.update(cues)
+            if generation != self.generation:
+                return
+            if len(self._cues) + len(cues) > self.limit:
+                self._cues.clear()  # full: start again rather than track which cues are used
+            self._cues.update(cues)
 
     def clear(self) -> None:
         """Forget every cue (a cue was deleted or is about to be)."""

@@ -198,3 +198,13 @@ def test_the_cue_cache_drops_what_a_reader_read_before_a_clear():
     assert cache.known([1]) == ({}, [1])
     cache.store({1: Cue(id="c2", name="fresh")}, cache.generation)
     assert cache.known([1, 1]) == ({1: Cue(id="c2", name="fresh")}, [])
+
+
+def test_the_cue_cache_stays_within_its_limit():
+    from smriti.stores.sqlite.cuecache import CueCache
+
+    cache = CueCache(limit=3)
+    cache.store({1: Cue(id="a", name="a"), 2: Cue(id="b", name="b")}, cache.generation)
+    cache.store({3: Cue(id="c", name="c"), 4: Cue(id="d", name="d")}, cache.generation)
+    assert len(cache) <= 3
+    assert cache.known([3, 4])[1] == []  # what was just read is kept
