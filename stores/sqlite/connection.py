@@ -197,6 +197,38 @@ class Database:
         finally:
             self._give_back(conn)
 
+    @contextmanager
+    def snapshot(self) -> Iterator[Callable[[str, Params], list[Any]]]:
+        """A ``read`` whose queries all see one committed snapshot (a read transaction on one
+        reader), for a read that takes two queries; inside this thread's write transaction,
+        the writer's own view."""
+        self._check_open()
+        if self._depth and self._owner == threading.get_ident():
+            yield self.read
+            return
+        try:
+            conn = self._borrow()
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot open a reader on {self.path}: {error}") from error
+        try:
+            conn.execute("BEGIN")
+        except sqlite3.Error as error:
+            self._give_back(conn)
+            raise StoreError(f"cannot start a read on {self.path}: {error}") from error
+
+        def read(sql: str, params: Params = ()) -> list[Any]:
+            try:
+                return conn.execute(sql, params).fetchall()
+            except sqlite3.Error as error:
+                raise StoreError(f"sqlite query failed: {error}") from error
+
+        try:
+            yield read
+        finally:
+            with suppress(sqlite3.Error):
+                conn.execute("COMMIT")
+            self._give_back(conn)
+
     def read_batches(self, sql: str, params: Params = (), size: int = 2_000) -> Iterator[list[Any]]:
         """The rows of one query in lists of ``size``, from one snapshot: for reads too large
         to hold as one list (every embedding at 100k is 614 MB of BLOBs)."""

@@ -29,6 +29,7 @@ from smriti.stores.base import (
 )
 from smriti.stores.sqlite import schema
 from smriti.stores.sqlite.connection import Database, written
+from smriti.stores.sqlite.cuecache import CueCache
 from smriti.stores.sqlite.engrams import IDS, id_list
 from smriti.stores.sqlite.schema import CUE_SELECT, from_db, to_blob, to_db
 
@@ -58,6 +59,7 @@ class Graph:
 
     def __init__(self, db: Database, dims: int) -> None:
         self.db, self.dims = db, dims
+        self.cue_cache = CueCache()  # what cue_names_of reads; cleared by every cue delete
 
     def rowids(self, table: str, column: str, keys: Iterable[str]) -> dict[str, int]:
         """Rowid of each existing row of ``table`` whose unique ``column`` is one of ``keys``."""
@@ -141,18 +143,32 @@ class Graph:
 
     def cue_names_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
         """As :meth:`cues_of` but without the cue embeddings, each engram's cues in no set order
-        (what recall reads of cues)."""
+        (what recall reads of cues). The cues come from :attr:`cue_cache` (shared: read-only);
+        those not cached yet are read in the same snapshot as the edges."""
         result: dict[str, list[Cue]] = {engram_id: [] for engram_id in engram_ids}
         if not engram_ids:
             return result
-        rows = self.db.read(
-            # Unordered: sorting the rows cost as much as finding them, and recall sorts names itself.
-            "SELECT e.id, c.id, c.name, c.cue_type FROM engram e JOIN encoded_by x ON x.engram = e.rowid "
-            f"JOIN cue c ON c.rowid = x.cue WHERE e.id IN {IDS}",
-            (id_list(engram_ids),),
-        )
-        for engram_id, cue_id, name, cue_type in rows:
-            result[engram_id].append(Cue(id=cue_id, name=name, cue_type=cue_type or "keyword"))
+        generation = self.cue_cache.generation
+        with self.db.snapshot() as read:
+            edges = read(
+                # Unordered: sorting the rows cost as much as finding them, and recall sorts names itself.
+                "SELECT e.id, x.cue FROM engram e JOIN encoded_by x ON x.engram = e.rowid "
+                f"WHERE e.id IN {IDS}",
+                (id_list(engram_ids),),
+            )
+            cues, missing = self.cue_cache.known(cue for _, cue in edges)
+            if missing:
+                rows = read(
+                    f"SELECT rowid, id, name, cue_type FROM cue WHERE rowid IN {IDS}", (json.dumps(missing),)
+                )
+                read_now = {
+                    rowid: Cue(id=id_, name=name, cue_type=cue_type or "keyword")
+                    for rowid, id_, name, cue_type in rows
+                }
+                self.cue_cache.store(read_now, generation)
+                cues.update(read_now)
+        for engram_id, cue in edges:
+            result[engram_id].append(cues[cue])
         return result
 
     def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
@@ -184,6 +200,10 @@ class Graph:
     def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
         """Delete cues that encode no engram (only among ``names`` when given); their
         CoOccurs/RelatesTo rows go by cascade."""
+        # A deleted cue's rowid may go to the next new cue: drop the cached cues now (readers
+        # that started before keep nothing they read) and again once the delete is visible.
+        self.cue_cache.clear()
+        self.db.after_commit(self.cue_cache.clear)
         orphan = "NOT EXISTS (SELECT 1 FROM encoded_by x WHERE x.cue = cue.rowid)"
         if names is None:
             return self.db.write(f"DELETE FROM cue WHERE {orphan}").rowcount

@@ -29,6 +29,27 @@ from smriti.stores.vectors import ANN_THRESHOLD
 logger = logging.getLogger(__name__)
 
 
+def _top_bm25_sql(memory_type: str | None) -> str:
+    """The top ``:k`` matches of ``:match`` by BM25 (ties by id), scored once.
+
+    A common query term matches thousands of engrams; ordering them all by (score, id)
+    would read each one's id from the engram table (half the query's time at 10k). The
+    scores are materialised once, and only the matches scoring at least the k-th best
+    score are joined for their ids: the same rows in the same order as ordering them all.
+    With fewer than k matches the k-th score is NULL and every match is kept.
+    """
+    typed = ""
+    if memory_type is not None:
+        typed = " AND engram_fts.rowid IN (SELECT rowid FROM engram WHERE memory_type = :type)"
+    return (
+        "WITH s AS MATERIALIZED (SELECT engram_fts.rowid AS engram, -bm25(engram_fts) AS score "
+        f"FROM engram_fts WHERE engram_fts MATCH :match{typed}) "
+        "SELECT e.id, s.score FROM s JOIN engram e ON e.rowid = s.engram "
+        "WHERE s.score >= IFNULL((SELECT score FROM s ORDER BY score DESC LIMIT 1 OFFSET :k - 1), s.score) "
+        "ORDER BY s.score DESC, e.id LIMIT :k"
+    )
+
+
 class SearchIndex:
     """The vector cache and the FTS5 queries.
 
@@ -137,13 +158,7 @@ class SearchIndex:
         # Terms hold only [a-z0-9'_-] (smriti.text), so double-quoting makes each a plain
         # phrase: no FTS5 operator can come from the query.
         match = " OR ".join(f'"{term}"' for term in terms)
-        where, params = ("AND e.memory_type = ? ", [memory_type]) if memory_type is not None else ("", [])
-        rows = self.db.read(
-            "SELECT e.id, -bm25(engram_fts) AS score FROM engram_fts "
-            "JOIN engram e ON e.rowid = engram_fts.rowid "
-            f"WHERE engram_fts MATCH ? {where}ORDER BY score DESC, e.id LIMIT ?",
-            (match, *params, k),
-        )
+        rows = self.db.read(_top_bm25_sql(memory_type), {"match": match, "k": k, "type": memory_type})
         return [ScoredId(id_, score) for id_, score in normalise_scores([(i, float(s)) for i, s in rows])]
 
     def ensure_indexes(self, threshold: int) -> dict[str, bool]:

@@ -168,3 +168,43 @@ def test_auto_opens_sqlite_unless_only_a_kuzu_store_exists(settings, caplog):
         assert fresh.backend == "sqlite" and fresh.stats().location.endswith("memory.sqlite")
     finally:
         fresh.close()
+
+
+def test_recall_reads_a_new_cue_that_took_a_deleted_cues_rowid(store):
+    """The cue cache is keyed by rowid, and SQLite gives a deleted last row's rowid to the next
+    insert: after a delete the old name must not come back under the new cue."""
+    store.create_engram(Engram(id="old", content="about the old topic"))
+    store.link_cue("old", store.upsert_cue(Cue(name="oldtopic", cue_type="concept")).id)
+    assert [c.name for c in store.recall_rows(["old"])[0].cues] == ["oldtopic"]  # now cached
+    rowid = store.db.read("SELECT rowid FROM cue WHERE name = 'oldtopic'")[0][0]
+
+    store.remove_engram("old")
+    assert store.delete_orphan_cues() == 1
+    store.create_engram(Engram(id="new", content="about the new topic"))
+    store.link_cue("new", store.upsert_cue(Cue(name="newtopic", cue_type="person")).id)
+
+    assert store.db.read("SELECT rowid FROM cue WHERE name = 'newtopic'")[0][0] == rowid  # reused
+    (row,) = store.recall_rows(["new"])
+    assert [(c.name, c.cue_type) for c in row.cues] == [("newtopic", "person")]
+
+
+def test_the_cue_cache_drops_what_a_reader_read_before_a_clear():
+    from smriti.stores.sqlite.cuecache import CueCache
+
+    cache = CueCache()
+    before = cache.generation
+    cache.clear()  # a cue was deleted while the reader's snapshot was open
+    cache.store({1: Cue(id="c1", name="stale")}, before)
+    assert cache.known([1]) == ({}, [1])
+    cache.store({1: Cue(id="c2", name="fresh")}, cache.generation)
+    assert cache.known([1, 1]) == ({1: Cue(id="c2", name="fresh")}, [])
+
+
+def test_the_cue_cache_stays_within_its_limit():
+    from smriti.stores.sqlite.cuecache import CueCache
+
+    cache = CueCache(limit=3)
+    cache.store({1: Cue(id="a", name="a"), 2: Cue(id="b", name="b")}, cache.generation)
+    cache.store({3: Cue(id="c", name="c"), 4: Cue(id="d", name="d")}, cache.generation)
+    assert len(cache) <= 3
+    assert cache.known([3, 4])[1] == []  # what was just read is kept
