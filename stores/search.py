@@ -147,6 +147,9 @@ def normalise_scores(hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
 
 # The engram fields keyword search reads, in text_of's order.
 SEARCHED_FIELDS: tuple[str, ...] = ("content", "summary", "facts")
+# The fields whose change re-indexes an engram for keyword search: its text, and the type a
+# search may filter by.
+REINDEXED_FIELDS = frozenset({*SEARCHED_FIELDS, "memory_type"})
 
 
 def text_of(content: str | None, summary: str | None, facts: str | None = "") -> str:

@@ -15,7 +15,7 @@ from smriti.stores.kuzu import schema
 from smriti.stores.kuzu.connection import Connection, locked
 from smriti.stores.kuzu.rows import EngramRows
 from smriti.stores.kuzu.schema import ENGRAM_RETURN, from_db, to_db
-from smriti.stores.search import text_of
+from smriti.stores.search import REINDEXED_FIELDS, text_of
 
 # (id, memory_type, searchable text: stores.search.text_of) of an engram whose text or type changed
 Retexted = tuple[str, str, str]
@@ -97,7 +97,7 @@ class EngramTable:
         retexted: list[Retexted] = []
         for names, rows in groups.items():
             # Field names come from UPDATABLE_FIELDS (checked above), never from the caller's text.
-            retext = bool({"content", "summary", "facts", "memory_type"} & set(names))
+            retext = bool(REINDEXED_FIELDS & set(names))
             returned = "e.id, e.memory_type, e.content, e.summary, e.facts" if retext else "e.id"
             if len(rows) <= 4:  # primary-key lookups; UNWIND ... {id: row.id} scans the table
                 sets = ", ".join(f"e.{name} = ${name}" for name in names)

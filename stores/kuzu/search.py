@@ -31,7 +31,7 @@ from smriti.stores.kuzu import schema
 from smriti.stores.kuzu.connection import Connection, locked
 from smriti.stores.kuzu.rows import EngramRows
 from smriti.stores.kuzu.schema import ENGRAM_RETURN, FULLTEXT_INDEX, VECTOR_INDEX
-from smriti.stores.search import KeywordIndex, VectorCache, normalise_scores, text_of
+from smriti.stores.search import SEARCHED_FIELDS, KeywordIndex, VectorCache, normalise_scores, text_of
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ EXTENSIONS = ("vector", "fts")
 # facts existed covers content and summary only and is kept (a re-created FTS index comes back
 # empty, see above): such a store answers keyword queries with the BM25 scan instead, which
 # reads all three, so a memory is still found by the facts it states.
-FULLTEXT_COLUMNS = ("content", "summary", "facts")
+FULLTEXT_COLUMNS = SEARCHED_FIELDS
 FULLTEXT_FIELDS = "[" + ", ".join(f"'{name}'" for name in FULLTEXT_COLUMNS) + "]"
 _warned: set[str] = set()  # one warning per process and cause, not one per store opened
 

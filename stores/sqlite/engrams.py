@@ -17,6 +17,7 @@ import numpy as np
 
 from smriti.errors import StoreFull
 from smriti.stores.base import Engram, EngramState, StoreError, check_dims, check_update, coerce_field
+from smriti.stores.search import REINDEXED_FIELDS
 from smriti.stores.sqlite import schema
 from smriti.stores.sqlite.connection import Database, written
 from smriti.stores.sqlite.schema import ENGRAM_SELECT, from_db, fts_terms, to_db
@@ -134,7 +135,7 @@ class EngramTable:
                     f"WHERE engram.id = v.column{width}",
                     [value for row in part for value in row],
                 ).rowcount
-            if {"content", "summary", "facts", "memory_type"} & set(names):
+            if REINDEXED_FIELDS & set(names):
                 retexted += [row[-1] for row in rows]
         if retexted:
             rows = self.db.read(
