@@ -69,6 +69,11 @@ class RestartingTransport(httpx2.AsyncHTTPTransport):
         self.unknown_session: set[Any] = set()
         self.attempted: set[Any] = set()  # ids of the messages this transport began to send
 
+    def answered(self, message_id: Any) -> None:
+        """The server answered ``message_id``: stop tracking it (a long session sends many)."""
+        self.attempted.discard(message_id)
+        self.unknown_session.discard(message_id)
+
     def never_ran(self, ids: Iterable[Any]) -> set[Any]:
         """Which of ``ids`` no server can have run: never sent, refused, or out of session."""
         return {key for key in ids if key not in self.attempted or key in self.unknown_session}
@@ -204,6 +209,8 @@ class Relay:
                     self.unsent.append(SessionMessage(self.pending.pop(message.id)))
                     scope.cancel()
                     return
+                if self.transport is not None:
+                    self.transport.answered(message.id)
                 request = self.pending.pop(message.id, None)
                 answered = request is not None and request.method == "initialize"
                 if answered and isinstance(message, JSONRPCResponse):
