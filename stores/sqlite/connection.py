@@ -177,25 +177,26 @@ class Database:
             conn.close()
 
     # -- statements ----------------------------------------------------------------------------
-    def read(self, sql: str, params: Params = ()) -> list[Any]:
-        """All rows of one parameterised query, from a committed snapshot (or, inside a
-        transaction, from the writer's own view)."""
-        self._check_open()
-        if self._depth and self._owner == threading.get_ident():
-            try:
-                return self._writer.execute(sql, params).fetchall()
-            except sqlite3.Error as error:
-                raise StoreError(f"sqlite query failed: {error}") from error
+    @contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        """A reader from the pool, given back afterwards."""
         try:
             conn = self._borrow()
         except sqlite3.Error as error:
             raise StoreError(f"cannot open a reader on {self.path}: {error}") from error
         try:
-            return conn.execute(sql, params).fetchall()
-        except sqlite3.Error as error:
-            raise StoreError(f"sqlite query failed: {error}") from error
+            yield conn
         finally:
             self._give_back(conn)
+
+    def read(self, sql: str, params: Params = ()) -> list[Any]:
+        """All rows of one parameterised query, from a committed snapshot (or, inside a
+        transaction, from the writer's own view)."""
+        self._check_open()
+        if self._depth and self._owner == threading.get_ident():
+            return _fetch_all(self._writer, sql, params)
+        with self._reader() as conn:
+            return _fetch_all(conn, sql, params)
 
     @contextmanager
     def snapshot(self) -> Iterator[Callable[[str, Params], list[Any]]]:
@@ -206,45 +207,28 @@ class Database:
         if self._depth and self._owner == threading.get_ident():
             yield self.read
             return
-        try:
-            conn = self._borrow()
-        except sqlite3.Error as error:
-            raise StoreError(f"cannot open a reader on {self.path}: {error}") from error
-        try:
-            conn.execute("BEGIN")
-        except sqlite3.Error as error:
-            self._give_back(conn)
-            raise StoreError(f"cannot start a read on {self.path}: {error}") from error
-
-        def read(sql: str, params: Params = ()) -> list[Any]:
+        with self._reader() as conn:
             try:
-                return conn.execute(sql, params).fetchall()
+                conn.execute("BEGIN")
             except sqlite3.Error as error:
-                raise StoreError(f"sqlite query failed: {error}") from error
-
-        try:
-            yield read
-        finally:
-            with suppress(sqlite3.Error):
-                conn.execute("COMMIT")
-            self._give_back(conn)
+                raise StoreError(f"cannot start a read on {self.path}: {error}") from error
+            try:
+                yield functools.partial(_fetch_all, conn)
+            finally:
+                with suppress(sqlite3.Error):
+                    conn.execute("COMMIT")
 
     def read_batches(self, sql: str, params: Params = (), size: int = 2_000) -> Iterator[list[Any]]:
         """The rows of one query in lists of ``size``, from one snapshot: for reads too large
         to hold as one list (every embedding at 100k is 614 MB of BLOBs)."""
         self._check_open()
-        try:
-            conn = self._borrow()
-        except sqlite3.Error as error:
-            raise StoreError(f"cannot open a reader on {self.path}: {error}") from error
-        try:
-            cursor = conn.execute(sql, params)
-            while batch := cursor.fetchmany(size):
-                yield batch
-        except sqlite3.Error as error:
-            raise StoreError(f"sqlite query failed: {error}") from error
-        finally:
-            self._give_back(conn)
+        with self._reader() as conn:
+            try:
+                cursor = conn.execute(sql, params)
+                while batch := cursor.fetchmany(size):
+                    yield batch
+            except sqlite3.Error as error:
+                raise StoreError(f"sqlite query failed: {error}") from error
 
     def write(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
         """One statement on the writer; must run inside :meth:`transaction`."""
@@ -389,3 +373,10 @@ class Database:
                 # A clean close checkpoints the WAL into the main file and removes it.
                 self._writer.close()
             self._release_file_lock()
+
+
+def _fetch_all(conn: sqlite3.Connection, sql: str, params: Params = ()) -> list[Any]:
+    try:
+        return conn.execute(sql, params).fetchall()
+    except sqlite3.Error as error:
+        raise StoreError(f"sqlite query failed: {error}") from error
