@@ -65,7 +65,7 @@ lint: $(STAMP) typecheck
 # bench, notebooks or examples, which are not part of the installed package).
 TYPECHECK_PATH := $(VENV)/typecheck
 TOP_MODULES := $(filter-out __init__,$(basename $(wildcard *.py)))
-MYPY_TARGETS := -m smriti $(addprefix -m smriti.,$(TOP_MODULES)) $(addprefix -p smriti.,pipelines nodes stores providers)
+MYPY_TARGETS := -m smriti $(addprefix -m smriti.,$(TOP_MODULES)) $(addprefix -p smriti.,pipelines nodes stores providers server cli integrations)
 typecheck: $(STAMP)
 	@mkdir -p $(TYPECHECK_PATH) && ln -sfn $(CURDIR) $(TYPECHECK_PATH)/smriti
 	MYPYPATH=$(TYPECHECK_PATH) $(VENV)/bin/mypy $(MYPY_TARGETS)

@@ -2,7 +2,7 @@
 
 The import package maps the repository's top level (see pyproject.toml): ``smriti.config``,
 ``smriti.stores``, ``smriti.providers``, ``smriti.nodes``, ``smriti.pipelines``,
-``smriti.server`` and ``smriti.cli``. Nothing heavy is imported here, so ``import smriti``
+``smriti.server.app`` and ``smriti.cli.commands``. Nothing heavy is imported here, so ``import smriti``
 stays cheap for the CLI and the MCP server's start-up.
 """
 
@@ -13,8 +13,8 @@ __all__ = ["Memory", "SmritiStore", "as_tools"]
 # Public entry points resolve on first use (PEP 562), so ``import smriti`` loads no LangGraph.
 _LAZY = {
     "Memory": ("smriti.memory", "Memory"),
-    "SmritiStore": ("smriti.langgraph_store", "SmritiStore"),
-    "as_tools": ("smriti.tools", "as_tools"),
+    "SmritiStore": ("smriti.integrations.langgraph_store", "SmritiStore"),
+    "as_tools": ("smriti.integrations.tools", "as_tools"),
 }
 
 

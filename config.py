@@ -142,7 +142,7 @@ class Settings(BaseSettings):
     falkor_graph: str = "smriti"
     falkor_isolation: Literal["tenant", "graph"] = "tenant"
 
-    # --- streamable HTTP authentication (see server_auth.py) ---------------------------------
+    # --- streamable HTTP authentication (see server/auth.py) ---------------------------------
     smriti_tokens_file: Path | None = Field(
         default=None, description="bearer tokens of the HTTP server (default STORAGE_LOCATION/tokens.json)"
     )
@@ -162,7 +162,7 @@ class Settings(BaseSettings):
     smriti_resource_url: str = Field(
         default="", description="the public URL of the MCP endpoint (default http://HOST:PORT/mcp)"
     )
-    # Each open memory holds a connection, a vector cache and a worker (server_users.py).
+    # Each open memory holds a connection, a vector cache and a worker (server/users.py).
     user_idle_timeout: float = Field(
         default=900.0,
         ge=0,

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from smriti.errors import InvalidInput, NotFound
+from smriti.stores.records import import_into
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -277,7 +278,7 @@ class Memory:
             self._check_space()
 
         with self.context.write_lock:
-            return self.context.store.import_records(records, progress)
+            return import_into(self.context.store, records, progress)
 
     def _check_space(self) -> None:
         """Refuse a write while the disk of an embedded store has less than MIN_FREE_DISK_MB free

@@ -26,6 +26,7 @@ from smriti.stores.base import (
     UnsafeUserError,
     validate_user_name,
 )
+from smriti.stores.paths import KUZU_FILE, LADYBUG_FILE, SQLITE_FILE, user_folder
 
 if TYPE_CHECKING:
     from smriti.config import Settings
@@ -49,21 +50,32 @@ def available_backends() -> list[str]:
 
 
 def resolve_auto(settings: Settings, user: str) -> str:
-    """What ``DB_TYPE=auto`` opens for ``user``: ``sqlite``, unless the user folder holds a
-    Kuzu store (``memory.kuzu``) and no ``memory.sqlite`` (a store made before SQLite became
-    the default): then ``kuzu``, with a notice on stderr, once per folder, on how to move."""
-    folder = Path(settings.storage_location).expanduser() / user
-    if (folder / "memory.kuzu").exists() and not (folder / "memory.sqlite").exists():
-        if folder not in _told_to_move:
-            _told_to_move.add(folder)
-            logger.warning(
-                "%s holds a Kuzu store (memory.kuzu): opening it with Kuzu. SQLite is the default "
-                "embedded store now; to move: `DB_TYPE=kuzu smriti export memories.jsonl`, then "
-                "`DB_TYPE=sqlite smriti import memories.jsonl`, then move memory.kuzu aside "
-                "(or set DB_TYPE=kuzu to keep Kuzu and silence this notice)",
-                folder,
-            )
-        return "kuzu"
+    """What ``DB_TYPE=auto`` opens for ``user``: ``sqlite``, unless the user folder holds an
+    older embedded store and no ``memory.sqlite``: a Kuzu store (``memory.kuzu``, made before
+    SQLite became the default) opens with Kuzu, a LadybugDB store (``memory.lbug``, the Go
+    server's users) with LadybugDB. Never a new, empty SQLite beside a user's memory: that
+    would look like the memory was gone. A notice on stderr, once per folder, says how to move."""
+    folder = user_folder(settings.storage_location, user)
+    if (folder / SQLITE_FILE).exists():
+        return "sqlite"
+    for file_name, backend, engine in ((KUZU_FILE, "kuzu", "Kuzu"), (LADYBUG_FILE, "ladybug", "LadybugDB")):
+        if (folder / file_name).exists():
+            if folder not in _told_to_move:
+                _told_to_move.add(folder)
+                logger.warning(
+                    "%s holds a %s store (%s): opening it with %s. SQLite is the default embedded "
+                    "store now; to move: `DB_TYPE=%s smriti export memories.jsonl`, then "
+                    "`DB_TYPE=sqlite smriti import memories.jsonl`, then move %s aside "
+                    "(or set DB_TYPE=%s to keep it and silence this notice)",
+                    folder,
+                    engine,
+                    file_name,
+                    engine,
+                    backend,
+                    file_name,
+                    backend,
+                )
+            return backend
     return "sqlite"
 
 

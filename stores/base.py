@@ -11,6 +11,7 @@ log, so pipelines never branch on the backend.
 
 from __future__ import annotations
 
+import abc
 import functools
 import re
 import typing
@@ -443,8 +444,9 @@ class GraphStore(Protocol):
 
     A backend implements the batch forms; the single forms (``get_engram``, ``update_engram``,
     ``upsert_cue``, ``link_cue``, ``link_cues``, ``add_cooccurrence``, ``add_relation``,
-    ``associate``) and ``import_records`` are derived from them once, in :class:`StoreBase`,
-    so a single call is by construction the batch of one. ``delete_engram`` (forget) is derived
+    ``associate``) are derived from them once, in :class:`StoreBase`,
+    so a single call is by construction the batch of one (an import of records is
+    :func:`smriti.stores.records.import_into`, over the batch forms). ``delete_engram`` (forget) is derived
     too, from ``remove_engram``, ``weaken_cooccurrences`` and ``delete_orphan_cues``, so every
     backend takes back the same things.
 
@@ -685,9 +687,6 @@ class GraphStore(Protocol):
     def add_cooccurrence(self, cue_a: str, cue_b: str, delta: float = 1.0, replace: bool = False) -> None: ...
     def add_relation(self, relation: Relation) -> None: ...
     def associate(self, association: Association) -> None: ...
-    def import_records(
-        self, records: Iterable[dict[str, Any]], on_memories: Callable[[int], None] | None = None
-    ) -> int: ...
 
 
 class StoreBase(ABC):
@@ -865,11 +864,23 @@ class StoreBase(ABC):
         """Create or strengthen (keep the max strength) an AssociatedWith edge."""
         self.associate_many([association])
 
-    def import_records(
-        self, records: Iterable[dict[str, Any]], on_memories: Callable[[int], None] | None = None
-    ) -> int:
-        """Idempotent inverse of export_records, in batches of memories written whole
-        (see :func:`smriti.stores.records.import_into`)."""
-        from smriti.stores.records import import_into  # records imports this module
 
-        return import_into(self, records, on_memories)  # type: ignore[arg-type]
+def _require_what_the_protocol_leaves_to_backends() -> frozenset[str]:
+    """Make every protocol method StoreBase does not derive abstract on StoreBase.
+
+    The protocol stays the one definition of each method (its signature and docstring); what a
+    backend must write is whatever the base class leaves undefined, so a backend that misses
+    one fails when it is constructed (TypeError naming it), not at the first call in production.
+    """
+    required = set(StoreBase.__abstractmethods__)
+    for name, member in vars(GraphStore).items():
+        if name.startswith("_") or not callable(member) or hasattr(StoreBase, name):
+            continue
+        setattr(StoreBase, name, abstractmethod(member))
+        required.add(name)
+    abc.update_abstractmethods(StoreBase)  # type: ignore[type-abstract]  # why: it is abstract on purpose
+    return frozenset(required)
+
+
+BACKEND_METHODS = _require_what_the_protocol_leaves_to_backends()
+"""The methods every backend writes (the rest of :class:`GraphStore` comes from StoreBase)."""

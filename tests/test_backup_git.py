@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from smriti.server_runtime import BackupDisabled, close_runtime, open_runtime
+from smriti.runtime import BackupDisabled, close_runtime, open_runtime
 from smriti.stores.backup import BackupError, RestoreRefused
 from tests.backup_helpers import (
     FAST_RETRY,
@@ -300,9 +300,9 @@ def test_cli_sync_and_restore_end_to_end(remotes, tmp_path):
 
 
 def app_module():
-    import smriti.cli
+    import smriti.cli.commands
 
-    return smriti.cli
+    return smriti.cli.commands
 
 
 def test_a_remote_recreated_empty_is_refilled_by_the_next_sync(git_settings, remotes, runtimes):

@@ -11,7 +11,7 @@ import boto3
 import pytest
 import requests
 
-from smriti.server_runtime import close_runtime, open_runtime
+from smriti.runtime import close_runtime, open_runtime
 from smriti.stores.backup import BackupError
 from tests.backup_helpers import (
     FAST_RETRY,

@@ -6,8 +6,8 @@ import json
 
 from typer.testing import CliRunner
 
-from smriti.capture import read_session, statements
 from smriti.cli import app
+from smriti.cli.capture import read_session, statements
 from tests.envs import offline_env
 
 SESSION = "9f1c2d3e-0000-4a5b-8c7d-0123456789ab"

@@ -20,6 +20,7 @@ from smriti.memory import Memory
 from smriti.nodes.enrich import Enrichment
 from smriti.providers.schemas import MAX_FACT_CHARS, MAX_FACTS
 from smriti.stores.queue import AnalysisQueue
+from smriti.stores.records import import_into
 
 from .openai_stub import OpenAIStub, queued_llm_settings
 
@@ -195,7 +196,7 @@ def test_facts_survive_export_and_import(settings, tmp_path):
     assert engram_record["facts"] == "\n".join(FACTS)
     other = settings.model_copy(update={"storage_location": tmp_path / "other", "db_type": "kuzu"})
     with Memory.open(other) as copy:
-        copy.context.store.import_records(records)
+        import_into(copy.context.store, records)
         engram = copy.context.store.get_engram(stored)
         assert engram.fact_list() == FACTS and engram.created_at == datetime(2026, 5, 7, tzinfo=UTC)
         assert [hit.id for hit in copy.context.store.fulltext_search("Qdrant", 5)] == [stored]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from smriti.cli_transfer import import_from
+from smriti.cli.transfer import import_from
 from smriti.memory import Memory
 from smriti.providers.hashing import HashingEmbeddings
 

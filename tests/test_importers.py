@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from smriti.cli import app
-from smriti.importers import paragraphs
+from smriti.cli.importers import paragraphs
 from tests.envs import offline_env
 
 SERVER_MEMORY = [

@@ -35,6 +35,7 @@ from smriti.stores.base import (
     UnsafeUserError,
 )
 from smriti.stores.kuzu import KuzuStore, open_kuzu, open_ladybug
+from smriti.stores.records import import_into
 
 DIMS = 64  # the settings fixture's EMBEDDING_DIMS
 T0 = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
@@ -543,9 +544,9 @@ def test_export_then_import_gives_identical_records(settings: Settings) -> None:
             (r["kind"] for r in exported),
             key=["meta", "engram", "cue", "encoded_by", "associated_with", "co_occurs", "relates_to"].index,
         )
-        assert target.import_records(exported) == len(exported)
+        assert import_into(target, exported) == len(exported)
         assert list(target.export_records()) == exported
-        target.import_records(exported)  # idempotent
+        import_into(target, exported)  # idempotent
         assert list(target.export_records()) == exported
         json.dumps(exported)  # JSON-ready
     finally:

@@ -8,7 +8,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from langgraph.store.base import BaseStore, Item, SearchItem
 
-from smriti.langgraph_store import SOURCE_PREFIX, SmritiStore, matches_filter, parse_source, source_of
+from smriti.integrations.langgraph_store import (
+    SOURCE_PREFIX,
+    SmritiStore,
+    matches_filter,
+    parse_source,
+    source_of,
+)
 from smriti.memory import Memory
 
 

@@ -16,7 +16,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 # the steps, the formulas) and after them (the store protocol and the default backend's store,
 # which names the collaborator running each query).
 BEFORE_THE_STEPS = [
-    "smriti.server",
+    "smriti.server.app",
     "smriti.memory",
     "smriti.pipelines.recall",
     "smriti.nodes.state",

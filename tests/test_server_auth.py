@@ -203,7 +203,7 @@ def test_no_auth_on_loopback_serves_accessing_user_and_keeps_dns_rebinding_prote
 
 
 def test_tokens_from_the_environment_are_hashes(env, monkeypatch):
-    from smriti.auth_tokens import hash_token
+    from smriti.server.tokens import hash_token
 
     env = {**env, "SMRITI_TOKENS": f"carol:{hash_token('carols-secret')}"}
     running = Server(env)

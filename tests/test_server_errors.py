@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from smriti.server import build_server
+from smriti.server.app import build_server
 
 MAX_CHARS = 200
 
@@ -127,7 +127,7 @@ class UnreachableEmbeddings:
 
 def serve_with_embedder(monkeypatch, embedder) -> None:
     """Make build_server's runtime use ``embedder`` (only the model is faked)."""
-    import smriti.server as server_module
+    import smriti.server.app as server_module
 
     real_open = server_module.open_runtime
 
@@ -214,7 +214,7 @@ def test_missing_model_package_exits_1_with_one_line(tmp_path):
 
 
 def test_background_consolidation_runs_periodically_and_survives_failures(server_settings, monkeypatch):
-    import smriti.server as server_module
+    import smriti.server.app as server_module
 
     real_open = server_module.open_runtime
     calls: list[int] = []
@@ -249,7 +249,7 @@ def test_background_consolidation_runs_periodically_and_survives_failures(server
 
 
 def test_tool_errors_carry_no_server_paths_or_engine_internals(server_settings, monkeypatch):
-    import smriti.server as server_module
+    import smriti.server.app as server_module
     from smriti.errors import StoreError
 
     real_open = server_module.open_runtime
@@ -302,7 +302,7 @@ def test_tool_errors_carry_no_server_paths_or_engine_internals(server_settings, 
     ],
 )
 def test_without_paths_keeps_only_the_last_component(text, expected):
-    from smriti.server import without_paths
+    from smriti.server.app import without_paths
 
     assert without_paths(text) == expected
 

@@ -85,7 +85,7 @@ def test_listeners_hear_when_memories_change(tmp_path):
     a forget and a consolidation; a rejected store and a recall change nothing and say nothing."""
     from mcp.client.subscriptions import ResourceUpdated
 
-    from smriti.server_resources import MEMORY_RESOURCES
+    from smriti.server.resources import MEMORY_RESOURCES
 
     command = server_command()
     params = StdioServerParameters(command=command[0], args=command[1:], env=server_env(tmp_path))

@@ -287,7 +287,7 @@ def test_the_readme_tools_table_matches_the_tools(tmp_path):
     import re
 
     from smriti.config import Settings
-    from smriti.server import build_server
+    from smriti.server.app import build_server
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     table = readme.split("### The tools", 1)[1].split("\n\n", 2)[1]

@@ -114,7 +114,7 @@ def test_settings_are_not_read_at_import(monkeypatch):
     import sys
 
     monkeypatch.setenv("EMBEDDING_DIMS", "not-a-number")
-    code = "import smriti.config, smriti.memory, smriti.server, smriti.cli; print('imported')"
+    code = "import smriti.config, smriti.memory, smriti.server.app, smriti.cli.commands; print('imported')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "imported"

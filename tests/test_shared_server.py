@@ -24,7 +24,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from smriti.config import Settings
-from smriti.shared_client import read_state, server_running, server_status, shared_paths
+from smriti.server.shared.client import read_state, server_running, server_status, shared_paths
 from tests.envs import offline_env
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "mcp"
@@ -33,7 +33,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "mcp"
 def script(name: str) -> list[str]:
     """The installed console script, or its module when scripts are not installed."""
     path = Path(sys.executable).with_name(name)
-    module = {"smriti-mcp": "smriti.server", "smriti": "smriti.cli"}[name]
+    module = {"smriti-mcp": "smriti.server.app", "smriti": "smriti.cli.commands"}[name]
     return [str(path)] if path.exists() else [sys.executable, "-m", module]
 
 

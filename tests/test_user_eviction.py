@@ -1,4 +1,4 @@
-"""A multi-user server closes idle memories and caps how many are open (server_users.py).
+"""A multi-user server closes idle memories and caps how many are open (server/users.py).
 
 The runtimes are real (a SQLite file per user); the clock is the test's, so idleness is decided
 without sleeping. The last tests run a real ``smriti-mcp`` over streamable HTTP with tokens.
@@ -12,8 +12,8 @@ import anyio
 import pytest
 
 from smriti.errors import TooManyUsers
-from smriti.server_runtime import Runtime, close_runtime, open_runtime
-from smriti.server_users import UserRuntimes
+from smriti.runtime import Runtime, close_runtime, open_runtime
+from smriti.server.users import UserRuntimes
 from tests.http_server import Server
 from tests.test_server_auth import _client, add_token, env  # noqa: F401 - env is a fixture
 

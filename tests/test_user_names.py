@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from smriti.stores.base import UnsafeUserError, validate_user_name
-from smriti.stores.kuzu.schema import store_path
+from smriti.stores.paths import store_path
 
 REFUSED = [
     "",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from smriti.stores.backup.remote import BackupError, NoBackupFound, RestoreRefused
 from smriti.stores.base import utcnow
-from smriti.stores.records import RecordDimensionError, RecordFormatError, parse_lines
+from smriti.stores.records import RecordDimensionError, RecordFormatError, import_into, parse_lines
 
 if TYPE_CHECKING:
     from smriti.stores.backup.sync import Backup
@@ -66,7 +66,7 @@ def restore(backup: Backup, force: bool) -> dict[str, Any]:
                 current.replace(saved)
                 saved_to = str(saved)
                 clear_store(store)
-            store.import_records(records)
+            import_into(store, records)
             restored_sha, counts = backup.snapshot(current)
     finally:
         download.unlink(missing_ok=True)

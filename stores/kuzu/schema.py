@@ -37,9 +37,7 @@ from smriti.stores.base import (
     EmbeddingMismatchError,
     Engram,
     StoreError,
-    UnsafeUserError,
     mismatch_message,
-    validate_user_name,
 )
 
 SCHEMA_VERSION = 2
@@ -57,23 +55,6 @@ BACKENDS: dict[str, tuple[str, str, str]] = {
 
 
 # -- files and modules ---------------------------------------------------------------------
-def store_path(storage_location: Path, user: str, file_name: str) -> Path:
-    """The store file of ``user``, after checking it cannot leave ``storage_location``.
-
-    Creates the user folder (only after the checks).
-
-    Raises:
-        UnsafeUserError: the name is refused, or the user folder resolves elsewhere (a symlink).
-    """
-    validate_user_name(user)
-    root = Path(storage_location).expanduser().resolve()
-    path = (root / user / file_name).resolve()
-    if not path.is_relative_to(root) or path.parent.name != user or path.parent.parent != root:
-        raise UnsafeUserError(f"the store of user {user!r} would resolve outside {root}: {path}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def import_backend(backend: str) -> ModuleType:
     """Import ``kuzu`` or ``ladybug``, refusing to mix the two in one process.
 

@@ -57,8 +57,9 @@ from smriti.stores.kuzu.engrams import EngramTable
 from smriti.stores.kuzu.export import export_rows
 from smriti.stores.kuzu.graph import CueMap, FreshEdges, GraphReads
 from smriti.stores.kuzu.rows import EngramRows
-from smriti.stores.kuzu.schema import BACKENDS, import_backend, store_path
+from smriti.stores.kuzu.schema import BACKENDS, import_backend
 from smriti.stores.kuzu.search import SearchIndex
+from smriti.stores.paths import store_path
 
 if TYPE_CHECKING:
     from datetime import datetime

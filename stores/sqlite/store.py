@@ -38,7 +38,7 @@ from smriti.stores.base import (
     StoreStats,
     mismatch_message,
 )
-from smriti.stores.kuzu.schema import store_path
+from smriti.stores.paths import store_path
 from smriti.stores.sqlite import schema
 from smriti.stores.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Database
 from smriti.stores.sqlite.engrams import EngramTable

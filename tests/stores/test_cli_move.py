@@ -97,3 +97,34 @@ def test_export_from_kuzu_import_into_sqlite_the_move_auto_suggests(tmp_path):
     stats = json.loads(_run(auto, "stats", "--json"))
     assert (stats["backend"], stats["engrams"]) == ("sqlite", len(MEMORIES))
     assert json.loads(_run(auto, "recall", "pgvector Atlas", "--json"))["results"]
+
+
+def test_auto_opens_the_go_servers_ladybug_store_without_a_new_sqlite(tmp_path):
+    """A folder holding only ``memory.lbug`` (the Go server's users) is opened with LadybugDB.
+
+    Real ``smriti`` processes: LadybugDB cannot share a process with Kuzu, which this one loads.
+    """
+    import importlib.util
+    import subprocess
+    import sys
+
+    import pytest
+
+    if importlib.util.find_spec("ladybug") is None:
+        pytest.skip("ladybug is not installed (pip install 'smriti-graph[ladybug]')")
+
+    def smriti(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "smriti.cli", *args], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done
+
+    base = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    smriti({**base, **_env(tmp_path, DB_TYPE="ladybug")}, "store", MEMORIES[0])
+    folder = tmp_path / "store" / "alice"
+    assert (folder / "memory.lbug").exists() and not (folder / "memory.sqlite").exists()
+    found = smriti({**base, **_env(tmp_path, DB_TYPE="auto")}, "recall", "pgvector", "--json")
+    assert "PostgreSQL with pgvector" in found.stdout
+    assert "memory.lbug" in found.stderr and "LadybugDB" in found.stderr  # said once, on stderr
+    assert not (folder / "memory.sqlite").exists()

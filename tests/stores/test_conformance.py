@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from smriti.stores.base import MAX_CUE_NAME, Association, Cue, Engram, Relation
-from smriti.stores.records import LOCAL_META_KEYS
+from smriti.stores.records import LOCAL_META_KEYS, import_into
 
 DIMS = 16  # conftest.DIMS: the backend fixture opens stores with EMBEDDING_DIMS=16
 T0 = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
@@ -640,7 +640,7 @@ def test_export_then_import_into_a_fresh_store_round_trips(backend):
     )
     assert {"meta", "engram", "cue", "encoded_by", "associated_with", "co_occurs", "relates_to"} <= set(kinds)
     target = backend.open("bob")
-    assert target.import_records(exported) == len(exported)
+    assert import_into(target, exported) == len(exported)
     imported = list(target.export_records())
     assert _comparable(imported) == _comparable(exported)
     before, after = _embeddings(exported), _embeddings(imported)
@@ -652,7 +652,7 @@ def test_export_then_import_into_a_fresh_store_round_trips(backend):
             assert after[key] == pytest.approx(values, rel=1e-5, abs=1e-6)
     # Importing the same file again changes nothing.
     stats = target.stats()
-    target.import_records(exported)
+    import_into(target, exported)
     assert _comparable(list(target.export_records())) == _comparable(exported)
     again = target.stats()
     assert (again.engrams, again.cues, again.cue_links, again.associations) == (

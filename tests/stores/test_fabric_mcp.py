@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 
 from smriti.config import Settings
-from smriti.server import build_server
+from smriti.server.app import build_server
 
 SPEC_QUERY = "What did database-engineer recommend about pagination?"
 FILLER = [

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from smriti.stores.base import Engram
+from smriti.stores.records import import_into
 
 T0 = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 
@@ -59,7 +60,7 @@ def test_facts_travel_in_exports(store, backend):
     records = list(store.export_records())
     assert next(r for r in records if r["kind"] == "engram")["facts"] == "Alice prefers Qdrant"
     other = backend.open("bob")
-    other.import_records(records)
+    import_into(other, records)
     copied = other.get_engram("x1")
     assert copied.fact_list() == ["Alice prefers Qdrant"] and copied.created_at == T0 - timedelta(days=3)
     assert [h.id for h in other.fulltext_search("qdrant", 10)] == ["x1"]

@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
-import smriti.server
+import smriti.server.app
 from smriti.config import Settings
-from smriti.server import build_server
+from smriti.server.app import build_server
 from tests.envs import offline_env
 from tests.test_server_stdio import INITIALIZE
 
@@ -167,7 +167,7 @@ def test_fuzzed_tool_calls_never_break_the_server_and_rejected_ones_change_nothi
 ):
     cfg = _settings_for(db_type, settings, request)
     opened: list[Any] = []
-    real_open = smriti.server.open_runtime
+    real_open = smriti.server.app.open_runtime
 
     def open_and_keep(*args: Any, **kwargs: Any) -> Any:
         runtime = real_open(*args, **kwargs)
@@ -175,7 +175,7 @@ def test_fuzzed_tool_calls_never_break_the_server_and_rejected_ones_change_nothi
         return runtime
 
     # Only to reach the memory for its export; the server opens and uses it as always.
-    monkeypatch.setattr(smriti.server, "open_runtime", open_and_keep)
+    monkeypatch.setattr(smriti.server.app, "open_runtime", open_and_keep)
     with (
         start_blocking_portal() as portal,
         portal.wrap_async_context_manager(Client(build_server(cfg))) as client,

@@ -17,8 +17,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from smriti.auth_tokens import hash_token
 from smriti.config import Settings
+from smriti.server.tokens import hash_token
 from tests.envs import offline_env
 from tests.http_server import Server
 

@@ -96,7 +96,7 @@ def import_from(memory: Memory, path: Path, reembed_all: bool = False) -> int:
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from smriti.cli_render import err
+    from smriti.cli.render import err
 
     dims = None if reembed_all else memory.context.settings.embedding_dims
     # why: parsing makes millions of floats, and the collector's full passes over a growing heap
@@ -134,8 +134,8 @@ def import_plain(memory: Memory, path: Path, source: str) -> dict[str, int]:
     """``smriti import --from server-memory|text``: store each item with a progress bar."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from smriti.cli_render import err
-    from smriti.importers import read_items, store_items
+    from smriti.cli.importers import read_items, store_items
+    from smriti.cli.render import err
 
     items = read_items(Path(path), source)  # type: ignore[arg-type]  # the CLI's choices
     console = err()
@@ -176,7 +176,7 @@ def restore_backup(settings: Settings, user: str | None, force: bool) -> dict[st
     Raises:
         BackupDisabled: BACKUP_TYPE=none.
     """
-    from smriti.server_runtime import close_runtime, open_runtime
+    from smriti.runtime import close_runtime, open_runtime
 
     runtime = open_runtime(settings, user=user, with_backup=True)
     try:

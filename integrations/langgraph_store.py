@@ -162,9 +162,9 @@ class SmritiStore(BaseStore):
     ) -> None:
         from langgraph.checkpoint.memory import InMemorySaver
 
+        from smriti.integrations.tools import as_memory
         from smriti.pipelines.recall import build_recall_graph
         from smriti.pipelines.store import store_graph
-        from smriti.tools import as_memory
 
         self.memory = as_memory(memory)
         context = self.memory.context

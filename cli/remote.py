@@ -41,7 +41,7 @@ def call_tool(url: str, name: str, arguments: dict[str, Any], *, uds: str | None
 
     async def run() -> Any:
         if uds is not None:
-            from smriti.shared_client import quiet_cancelled_socket_reads
+            from smriti.server.shared.client import quiet_cancelled_socket_reads
 
             quiet_cancelled_socket_reads()
             # The socket's 0600 mode is the authentication; no read timeout: a consolidation may

@@ -1,8 +1,8 @@
-"""The server's open memories, one :class:`~smriti.server_runtime.Runtime` per user.
+"""The server's open memories, one :class:`~smriti.runtime.Runtime` per user.
 
 On stdio and with ``--no-auth`` the server serves one user (ACCESSING_USER), whose memory is
 opened at start, as before: a locked store is a start-up error, not a failing first call. With
-authentication every request names its user (see :mod:`smriti.server_auth`) and that user's
+authentication every request names its user (see :mod:`smriti.server.auth`) and that user's
 memory is opened at its first request. Isolation is the backend's
 (``open_runtime(settings, user=...)``): a file per user on SQLite and Kuzu, the tenant property
 or a graph per user on FalkorDB and Neo4j.
@@ -34,8 +34,8 @@ import anyio
 import anyio.abc
 
 from smriti.errors import InvalidInput, TooManyUsers
-from smriti.server_auth import request_user
-from smriti.server_runtime import Runtime
+from smriti.runtime import Runtime
+from smriti.server.auth import request_user
 
 logger = logging.getLogger("smriti.server")
 

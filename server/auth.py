@@ -10,7 +10,7 @@ credential that opened it: another token presenting its session id gets 404.
 
 Tokens a request may carry:
 
-* static tokens (:mod:`smriti.auth_tokens`: the tokens file and SMRITI_TOKENS), each naming a user;
+* static tokens (:mod:`smriti.server.tokens`: the tokens file and SMRITI_TOKENS), each naming a user;
 * with SMRITI_AUTH_ISSUER_URL, JWT access tokens of that external authorization server, checked
   against its signing keys (a JWKS over HTTPS or in a local file), issuer, audience
   (SMRITI_AUTH_AUDIENCE, default the resource URL) and expiry; the user is the
@@ -40,8 +40,8 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 
-from smriti.auth_tokens import TokenTable, parse_env_tokens
 from smriti.errors import SettingsError, UnsafeUserError
+from smriti.server.tokens import TokenTable, parse_env_tokens
 from smriti.stores.base import validate_user_name
 
 if TYPE_CHECKING:

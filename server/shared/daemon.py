@@ -1,8 +1,8 @@
 """The shared server: one process per user that every local client of that user talks to.
 
 An embedded database admits one process, and people run several MCP clients (and the CLI, and
-hooks) at once. So the stdio ``smriti-mcp`` is a relay (:mod:`smriti.relay`) and this process,
-started on demand by the first client (:func:`smriti.shared_client.ensure_server`), holds the
+hooks) at once. So the stdio ``smriti-mcp`` is a relay (:mod:`smriti.server.shared.relay`) and this process,
+started on demand by the first client (:func:`smriti.server.shared.client.ensure_server`), holds the
 database and serves MCP's own streamable HTTP transport on a unix socket with mode 0600 under
 ``STORAGE_LOCATION/{user}/``: only the OS user who owns it can connect, so it needs no token.
 
@@ -33,7 +33,7 @@ import anyio
 
 from smriti.config import load_settings
 from smriti.errors import NotFound, SmritiError, StoreError, UserError
-from smriti.shared_client import (
+from smriti.server.shared.client import (
     SharedPaths,
     open_lock_file,
     prepare_folders,
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from smriti.config import Settings
-    from smriti.server_runtime import Runtime
+    from smriti.runtime import Runtime
 
 logger = logging.getLogger("smriti.shared")
 
@@ -123,7 +123,7 @@ def _add_routes(server: MCPServer, status: Callable[[], dict[str, Any]], stop: C
 
 
 def _add_cli_routes(server: MCPServer, runtime: Callable[[], Runtime]) -> None:
-    """What the CLI needs beyond the tools (see :mod:`smriti.cli_shared`)."""
+    """What the CLI needs beyond the tools (see :mod:`smriti.cli.shared`)."""
     from starlette.responses import JSONResponse, StreamingResponse
 
     @server.custom_route("/cli/resolve", methods=["POST"], include_in_schema=False)
@@ -161,7 +161,8 @@ def run(settings: Settings) -> None:
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
-    from smriti.server import _version, build_server
+    from smriti import __version__
+    from smriti.server.app import build_server
 
     paths = shared_paths(settings)
     prepare_folders(paths)
@@ -180,7 +181,7 @@ def run(settings: Settings) -> None:
             "user": settings.accessing_user,
             "socket": str(paths.socket),
             "log": str(paths.log),
-            "version": _version(),
+            "version": __version__,
             "db_type": settings.db_type,
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "uptime_s": round(time.time() - started, 1),
@@ -220,7 +221,7 @@ def run(settings: Settings) -> None:
     paths.state.write_text(json.dumps({"pid": os.getpid(), "socket": str(paths.socket), "started": started}))
     logger.info(
         "shared Smriti server %s (pid %d): user %s on %s, serving %s; exits after %.0f s idle",
-        _version(),
+        __version__,
         os.getpid(),
         settings.accessing_user,
         settings.db_type,
@@ -281,9 +282,9 @@ async def _serve(userver: Any, sock: socket.socket, activity: Activity, idle_tim
 
 
 def main() -> None:
-    """``smriti-mcp --shared-daemon`` and ``python -m smriti.shared_server``."""
-    from smriti.server import configure_logging
-    from smriti.server_runtime import startup_error
+    """``smriti-mcp --shared-daemon`` and ``python -m smriti.server.shared.daemon``."""
+    from smriti.runtime import startup_error
+    from smriti.server.logs import configure_logging
 
     try:
         settings = load_settings()

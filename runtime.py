@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from smriti.config import Settings
     from smriti.memory import Memory
 
-logger = logging.getLogger("smriti.server")
+logger = logging.getLogger(__name__)
 
 
 # What a sync says when there is nothing to sync to: `smriti sync` and smriti_manage alike.

@@ -4,7 +4,7 @@ While the shared server runs, it alone may open the embedded database, so ``smri
 ask it instead: through its MCP tools (store, recall, forget, consolidate, stats, sync) and, for
 what no tool does, through two routes of its own on the same 0600 socket (``/cli/resolve``: the
 id a prefix names; ``/cli/export``: every record as JSON Lines). :class:`SharedRuntime` stands in
-for :class:`~smriti.server_runtime.Runtime` in ``cli._runtime``, so each command keeps one code
+for :class:`~smriti.runtime.Runtime` in ``cli._runtime``, so each command keeps one code
 path. Commands that need the database itself (import, view, restore) say to stop the server.
 """
 
@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from smriti.cli_remote import call_tool
+from smriti.cli.remote import call_tool
 from smriti.errors import InvalidInput, NotFound, StoreError
-from smriti.shared_client import MCP_URL, SharedPaths, http_client, serving
+from smriti.server.shared.client import MCP_URL, SharedPaths, http_client, serving
 
 if TYPE_CHECKING:
     from smriti.config import Settings

@@ -2,7 +2,7 @@
 
 An MCP client (Claude Desktop, Cursor, Windsurf, ...) starts ``smriti-mcp`` on stdio. With
 ``SMRITI_SHARED`` on (the default) that process opens no database: it makes sure the user's
-shared server runs (:func:`smriti.shared_client.ensure_server`) and passes JSON-RPC messages
+shared server runs (:func:`smriti.server.shared.client.ensure_server`) and passes JSON-RPC messages
 both ways between the SDK's stdio transport and the SDK's streamable-HTTP client transport,
 whose HTTP goes over the server's unix socket. The protocol stays the SDK's on both sides;
 the relay only keeps what it needs to reconnect.
@@ -38,8 +38,8 @@ from mcp_types import (
 )
 
 from smriti.errors import SmritiError
-from smriti.server_stdio import answering_stdio
-from smriti.shared_client import MCP_URL, SharedPaths, ensure_server, quiet_cancelled_socket_reads
+from smriti.server.shared.client import MCP_URL, SharedPaths, ensure_server, quiet_cancelled_socket_reads
+from smriti.server.stdio import answering_stdio
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     from smriti.config import Settings
 
-logger = logging.getLogger("smriti.relay")
+logger = logging.getLogger("smriti.server.shared.relay")
 
 _REPLAY_ID = "smriti-relay-initialize"
 _MAX_BARREN_SESSIONS = 3  # sessions lost in a row before a message came back: give up on the unsent
@@ -274,7 +274,7 @@ async def run_relay(settings: Settings) -> None:
 
 def serve_relay(settings: Settings) -> None:
     """``smriti-mcp`` on stdio with SMRITI_SHARED on: relay until the client closes stdin."""
-    from smriti.server import configure_logging
+    from smriti.server.logs import configure_logging
 
     configure_logging(settings.log_level)
     logger.info("smriti-mcp: relaying stdio to the shared Smriti server of user %s", settings.accessing_user)

@@ -1,7 +1,7 @@
 """Finding, starting and stopping a user's shared Smriti server (the client side).
 
 Every stdio ``smriti-mcp`` of one OS user and one ``STORAGE_LOCATION/{user}`` talks to one
-server process, which alone opens the embedded database (see :mod:`smriti.shared_server`).
+server process, which alone opens the embedded database (see :mod:`smriti.server.shared.daemon`).
 The files that coordinate them live in the user's storage folder:
 
 * ``smriti.sock``: the server's unix socket (0600: only this OS user can connect);

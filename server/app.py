@@ -1,13 +1,11 @@
-"""The Smriti MCP server: three tools over a user's :class:`~smriti.memory.Memory`.
+"""The Smriti MCP app: three tools over a user's :class:`~smriti.memory.Memory`.
 
 ``build_server(settings)`` returns an :class:`MCPServer` whose lifespan opens ACCESSING_USER's
 Memory (and the backup manager when ``BACKUP_TYPE`` is set), runs consolidation and backup sync
 in the background, and on shutdown stops them, runs a final sync and closes the database. With
-``auth`` (streamable HTTP, see ``server_auth.py``) each request is served in the memory of the
-user its token names, opened at that user's first request (``server_users.py``).
-``main()`` is the ``smriti-mcp`` console script (``python -m smriti.server`` works too). On
-stdio it relays to the user's shared server (:mod:`smriti.relay`, :mod:`smriti.shared_server`)
-unless ``SMRITI_SHARED=false``; ``--shared-daemon`` runs that shared server.
+``auth`` (streamable HTTP, see :mod:`smriti.server.auth`) each request is served in the memory
+of the user its token names, opened at that user's first request (:mod:`smriti.server.users`).
+How it is started (arguments, transports, the shared server) is :mod:`smriti.server.launch`.
 
 Decisions worth knowing:
 
@@ -26,19 +24,14 @@ Decisions worth knowing:
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import logging
-import os
 import re
-import signal
-import socket
-import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -46,19 +39,19 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from smriti.config import Settings, load_settings
+from smriti import __version__
+from smriti.config import Settings
 from smriti.errors import SmritiError, UserError
-from smriti.server_auth import HttpAuth, add_health_route, plan_http_auth
-from smriti.server_resources import MEMORY_RESOURCES, register_resources
-from smriti.server_runtime import (
+from smriti.runtime import (
     NOTHING_TO_SYNC,
     Runtime,
     close_runtime,
     describe_status,
     open_runtime,
-    startup_error,
 )
-from smriti.server_schemas import (
+from smriti.server.auth import HttpAuth, add_health_route
+from smriti.server.resources import MEMORY_RESOURCES, register_resources
+from smriti.server.schemas import (
     INSTRUCTIONS,
     MANAGE_DESCRIPTION,
     RECALL_DESCRIPTION,
@@ -68,8 +61,7 @@ from smriti.server_schemas import (
     RecallResult,
     StoreResult,
 )
-from smriti.server_stdio import run_stdio
-from smriti.server_users import UserRuntimes
+from smriti.server.users import UserRuntimes
 from smriti.validators import (
     MemoryType,
     check_content,
@@ -334,7 +326,7 @@ def build_server(
     Args:
         settings: validated settings; the lifespan opens ``Memory.open(settings)``.
         on_shutdown: called once the database is closed at the end of the lifespan.
-        auth: authenticate HTTP requests and serve each in its user's memory (server_auth.py);
+        auth: authenticate HTTP requests and serve each in its user's memory (server/auth.py);
             None serves ACCESSING_USER's memory, opened at start.
         on_open: called with ACCESSING_USER's runtime once it is open (without ``auth``; the
             shared server's own routes use it).
@@ -344,7 +336,7 @@ def build_server(
         ``smriti_manage``; run it with :func:`serve` or any MCP transport.
     """
 
-    opened: list[UserRuntimes] = []  # the lifespan's runtimes, for the resources (see server_resources)
+    opened: list[UserRuntimes] = []  # the lifespan's runtimes, for the resources (see server/resources.py)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[UserRuntimes]:
@@ -378,7 +370,7 @@ def build_server(
         "smriti",
         title="Smriti memory",
         instructions=INSTRUCTIONS,
-        version=_version(),
+        version=__version__,
         lifespan=lifespan,
         log_level=settings.log_level,
         token_verifier=auth.verifier if auth is not None else None,
@@ -387,7 +379,7 @@ def build_server(
     for tool, title, description, hints in TOOLS:
         server.add_tool(tool, name=tool.__name__, title=title, description=description, annotations=hints)
     register_resources(server, lambda: opened[0].using_request(None))
-    add_health_route(server, _version())
+    add_health_route(server, __version__)
     return server
 
 
@@ -434,166 +426,3 @@ async def _every(seconds: float, what: str, func: Callable[[], Any]) -> None:
             logger.warning("periodic %s failed: %s", what, error)
         except Exception:  # why: a failed background run must not cancel the server's task group
             logger.exception("periodic %s failed", what)
-
-
-def _version() -> str:
-    from smriti import __version__
-
-    return __version__
-
-
-# ----------------------------------------------------------------------------- running
-def configure_logging(level: str) -> None:
-    """Send all logging to stderr (stdout is the MCP channel on stdio) at ``level``."""
-    root = logging.getLogger()
-    if not any(getattr(h, "_smriti", False) for h in root.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        handler._smriti = True  # type: ignore[attr-defined]
-        root.addHandler(handler)
-    root.setLevel(level)
-
-
-async def _serve_stdio(server: MCPServer, closed: threading.Event) -> None:
-    """Serve on stdio until stdin closes or SIGINT/SIGTERM arrives.
-
-    After a signal the lifespan still syncs and closes the database (shielded), but the
-    SDK's stdin reader sits in a thread that cannot be interrupted until the client writes
-    or closes stdin. Once the database is closed we therefore exit the process ourselves.
-    """
-
-    async def exit_when_closed() -> None:
-        while not closed.is_set():
-            await anyio.sleep(0.05)
-        await anyio.sleep(1.0)  # a normal exit (stdin closed too) wins this race
-        logger.info("smriti-mcp: shut down cleanly")
-        logging.shutdown()
-        os._exit(0)
-
-    async def stop_on_signal(serving: anyio.CancelScope, outer: anyio.abc.TaskGroup) -> None:
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for signum in signals:
-                logger.info("received %s: shutting down", signal.Signals(signum).name)
-                outer.start_soon(exit_when_closed)
-                serving.cancel()
-                return
-
-    async with anyio.create_task_group() as outer:
-        async with anyio.create_task_group() as serving:
-            serving.start_soon(stop_on_signal, serving.cancel_scope, outer)
-            await run_stdio(server)
-            serving.cancel_scope.cancel()
-        outer.cancel_scope.cancel()
-
-
-async def _serve_http(server: MCPServer, host: str, port: int, log_level: str) -> None:
-    import uvicorn
-
-    app = server.streamable_http_app(host=host)
-    # log_config=None: uvicorn's default config would send access logs to stdout.
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower(), log_config=None)
-    # uvicorn handles SIGINT/SIGTERM itself and runs the lifespan shutdown (final sync, close),
-    # then re-raises the signal under the handler it found: make that a no-op, so a clean
-    # shutdown exits 0 instead of dying from the re-raised signal.
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: None)
-    await uvicorn.Server(config).serve()
-
-
-def serve(
-    settings: Settings,
-    transport: Literal["stdio", "streamable-http"] = "stdio",
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    no_auth: bool = False,
-) -> None:
-    """Run the server until the client disconnects (stdio) or a signal arrives.
-
-    Over streamable HTTP every request is authenticated (server_auth.py) unless ``no_auth``,
-    which only a loopback ``host`` allows; a refused configuration exits 2 with one line.
-
-    Raises:
-        StartupError-like exceptions (store locked, embedding mismatch, unsafe user name)
-        are not raised: they are printed as one line on stderr and the process exits 1.
-    """
-    if transport == "stdio" and settings.shared and hasattr(socket, "AF_UNIX"):
-        from smriti.relay import serve_relay  # one server per user, shared by every client
-
-        return serve_relay(settings)
-    configure_logging(settings.log_level)
-    auth: HttpAuth | None = None
-    if transport == "streamable-http":
-        try:
-            auth = plan_http_auth(settings, host, port, no_auth)
-        except SmritiError as error:
-            print(f"smriti-mcp: {error}", file=sys.stderr)
-            raise SystemExit(2) from None
-    closed = threading.Event()
-    server = build_server(settings, on_shutdown=closed.set, auth=auth)
-    where = "stdio" if transport == "stdio" else f"http://{host}:{port}/mcp"
-    logger.info(
-        "smriti-mcp %s: %s on %s, serving %s",
-        _version(),
-        f"user {settings.accessing_user}" if auth is None else "authenticated users",
-        settings.db_type,
-        where,
-    )
-    if transport == "streamable-http" and auth is None:
-        logger.warning("serving without authentication (--no-auth): any local process can use this memory")
-    runner: Callable[[], Awaitable[None]]
-    if transport == "stdio":
-        runner = functools.partial(_serve_stdio, server, closed)
-    else:
-        runner = functools.partial(_serve_http, server, host, port, settings.log_level)
-    try:
-        anyio.run(runner)
-    except KeyboardInterrupt:
-        pass
-    except BaseException as error:
-        message = startup_error(error)
-        if message is None:
-            raise
-        print(f"smriti-mcp: {message}", file=sys.stderr)
-        raise SystemExit(1) from None
-    logger.info("smriti-mcp: shut down cleanly")
-
-
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="smriti-mcp",
-        description="Smriti graph memory MCP server. Configuration comes from environment variables.",
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
-    parser.add_argument("--host", default="127.0.0.1", help="bind address for streamable-http")
-    parser.add_argument("--port", type=int, default=8000, help="port for streamable-http (default 8000)")
-    parser.add_argument(
-        "--no-auth",
-        action="store_true",
-        help="streamable-http without bearer tokens, as ACCESSING_USER (loopback binds only)",
-    )
-    parser.add_argument(
-        "--shared-daemon",
-        action="store_true",
-        help="run the user's shared server on its unix socket in the foreground (stdio clients start it)",
-    )
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of ``smriti-mcp``: settings errors exit 2 with one message, no traceback."""
-    args = _parse_args(argv)
-    if args.shared_daemon:
-        from smriti.shared_server import main as run_shared
-
-        return run_shared()
-    try:
-        settings = load_settings()
-    except SmritiError as error:
-        print(f"smriti-mcp: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
-    serve(settings, args.transport, args.host, args.port, no_auth=args.no_auth)
-
-
-if __name__ == "__main__":
-    main()

@@ -10,7 +10,7 @@ in a hook stay clean.
 
 An embedded store (SQLite or Kuzu) is opened by one process: while the user's shared server
 runs (started by the stdio ``smriti-mcp``), the commands ask it instead of opening the database
-(:mod:`smriti.cli_shared`); ``smriti status`` and ``smriti stop`` show and stop it.
+(:mod:`smriti.cli.shared`); ``smriti status`` and ``smriti stop`` show and stop it.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import typer
 
-from smriti.cli_remote import call_tool
-from smriti.cli_render import (
+from smriti.cli.remote import call_tool
+from smriti.cli.render import (
     components_table,
     context_lines,
     error_line,
@@ -40,9 +40,9 @@ from smriti.cli_render import (
     results_table,
     trace_renderables,
 )
-from smriti.cli_shared import SharedRuntime, shared_runtime
-from smriti.cli_tokens import token_app
-from smriti.cli_transfer import export_to, import_from, import_plain
+from smriti.cli.shared import SharedRuntime, shared_runtime
+from smriti.cli.tokens import token_app
+from smriti.cli.transfer import export_to, import_from, import_plain
 from smriti.config import load_settings
 from smriti.errors import InvalidInput, SmritiError
 from smriti.stores.base import MemoryType
@@ -50,7 +50,7 @@ from smriti.validators import RecallMode as Mode
 
 if TYPE_CHECKING:
     from smriti.config import Settings
-    from smriti.server_runtime import Runtime
+    from smriti.runtime import Runtime
 
 app = typer.Typer(
     name="smriti",
@@ -122,7 +122,7 @@ def _runtime(
     ctx: typer.Context, with_backup: bool = False, settings: Settings | None = None
 ) -> Iterator[Runtime | SharedRuntime]:
     """The user's memory: through the shared server while one runs, else opened here."""
-    from smriti.server_runtime import close_runtime, open_runtime
+    from smriti.runtime import close_runtime, open_runtime
 
     settings = settings or _settings(ctx)
     options: Options = ctx.obj or Options()
@@ -152,7 +152,7 @@ def serve(
     ] = False,
 ) -> None:
     """Run the MCP server (the same as [bold]smriti-mcp[/bold])."""
-    from smriti.server import serve as run_server
+    from smriti.server.launch import serve as run_server
 
     with _handled():
         settings = load_settings()
@@ -293,7 +293,7 @@ def consolidate(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """Repair half-written memories, decay, prune, strengthen, drop orphan cues, recluster, index."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from smriti.cli_render import err
+    from smriti.cli.render import err
     from smriti.pipelines.consolidate import STEPS
 
     columns = (TextColumn("consolidating: {task.description}"), BarColumn(), MofNCompleteColumn())
@@ -317,7 +317,7 @@ def consolidate(ctx: typer.Context, as_json: JsonFlag = False) -> None:
 @app.command()
 def stats(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """Counts, clusters, index state, models in use and backup status."""
-    from smriti.server_runtime import describe_status
+    from smriti.runtime import describe_status
 
     with _handled(), _runtime(ctx, with_backup=True) as runtime:
         status = runtime.describe() if isinstance(runtime, SharedRuntime) else describe_status(runtime)
@@ -490,8 +490,8 @@ def capture(
     ] = "-",
 ) -> None:
     """Keep what a session stated (decisions, preferences, facts) as memories (a session-end hook)."""
-    from smriti.capture import capture as capture_session
-    from smriti.capture import read_session
+    from smriti.cli.capture import capture as capture_session
+    from smriti.cli.capture import read_session
 
     with _handled():
         if source == "-":
@@ -519,7 +519,7 @@ def sync(ctx: typer.Context, server: ServerOption = None) -> None:
             return out().print(mapping_table("backup sync", done.get("details") or {"status": "done"}))
         settings = _settings(ctx)
         if settings.backup_type == "none":
-            from smriti.server_runtime import NOTHING_TO_SYNC
+            from smriti.runtime import NOTHING_TO_SYNC
 
             notice(NOTHING_TO_SYNC)
             return
@@ -534,7 +534,7 @@ def restore(
     force: Annotated[bool, typer.Option(help="Overwrite local memories that differ.")] = False,
 ) -> None:
     """Restore the memory from the configured backup."""
-    from smriti.cli_transfer import restore_backup
+    from smriti.cli.transfer import restore_backup
 
     with _handled():
         settings = _settings(ctx)
@@ -547,7 +547,7 @@ def restore(
 @app.command()
 def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """Show the user's shared server (pid, socket, uptime, sessions); exit 1 when none runs."""
-    from smriti.shared_client import server_status, shared_paths
+    from smriti.server.shared.client import server_status, shared_paths
 
     with _handled():
         paths = shared_paths(_user_settings(ctx))
@@ -565,7 +565,7 @@ def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
 @app.command()
 def stop(ctx: typer.Context) -> None:
     """Stop the user's shared server (stdio clients start it again on their next request)."""
-    from smriti.shared_client import shared_paths, stop_server
+    from smriti.server.shared.client import shared_paths, stop_server
 
     with _handled():
         stopped = stop_server(shared_paths(_user_settings(ctx)))

@@ -11,10 +11,10 @@ from typing import Annotated
 
 import typer
 
-from smriti.auth_tokens import TokenFile
-from smriti.cli_render import error_line, mapping_table, notice, out, print_json
+from smriti.cli.render import error_line, mapping_table, notice, out, print_json
 from smriti.config import load_settings
 from smriti.errors import SmritiError
+from smriti.server.tokens import TokenFile
 
 token_app = typer.Typer(help="Bearer tokens of the HTTP server (smriti-mcp --transport streamable-http).",
                         no_args_is_help=True)  # fmt: skip

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import anyio
 from pydantic import Field
 
-from smriti.server_runtime import describe_status
+from smriti.runtime import describe_status
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-    from smriti.server_runtime import Runtime
+    from smriti.runtime import Runtime
 
 RECENT = 20  # memories in memory://recent
 # What a store, a forget or a consolidation changes: the tools notify listeners of these.

@@ -1,0 +1,1 @@
+"""Smriti inside LangGraph: the BaseStore adapter (``langgraph_store``) and LangChain tools (``tools``)."""

@@ -1,0 +1,176 @@
+"""Starting ``smriti-mcp``: arguments, logging, and the transport that serves the app.
+
+``main()`` is the console script (``python -m smriti.server`` runs it too). On stdio it relays
+to the user's shared server (:mod:`smriti.server.shared.relay`, started on demand by
+:mod:`smriti.server.shared.client`) unless ``SMRITI_SHARED=false``; ``--shared-daemon`` runs that
+shared server (:mod:`smriti.server.shared.daemon`). Otherwise :func:`serve` runs the app that
+:func:`smriti.server.app.build_server` builds, on stdio or streamable HTTP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+
+from smriti import __version__
+from smriti.config import Settings, load_settings
+from smriti.errors import SmritiError
+from smriti.runtime import startup_error
+from smriti.server.app import build_server
+from smriti.server.auth import HttpAuth, plan_http_auth
+from smriti.server.logs import configure_logging
+from smriti.server.stdio import run_stdio
+
+logger = logging.getLogger("smriti.server")
+
+
+async def _serve_stdio(server: MCPServer, closed: threading.Event) -> None:
+    """Serve on stdio until stdin closes or SIGINT/SIGTERM arrives.
+
+    After a signal the lifespan still syncs and closes the database (shielded), but the
+    SDK's stdin reader sits in a thread that cannot be interrupted until the client writes
+    or closes stdin. Once the database is closed we therefore exit the process ourselves.
+    """
+
+    async def exit_when_closed() -> None:
+        while not closed.is_set():
+            await anyio.sleep(0.05)
+        await anyio.sleep(1.0)  # a normal exit (stdin closed too) wins this race
+        logger.info("smriti-mcp: shut down cleanly")
+        logging.shutdown()
+        os._exit(0)
+
+    async def stop_on_signal(serving: anyio.CancelScope, outer: anyio.abc.TaskGroup) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                logger.info("received %s: shutting down", signal.Signals(signum).name)
+                outer.start_soon(exit_when_closed)
+                serving.cancel()
+                return
+
+    async with anyio.create_task_group() as outer:
+        async with anyio.create_task_group() as serving:
+            serving.start_soon(stop_on_signal, serving.cancel_scope, outer)
+            await run_stdio(server)
+            serving.cancel_scope.cancel()
+        outer.cancel_scope.cancel()
+
+
+async def _serve_http(server: MCPServer, host: str, port: int, log_level: str) -> None:
+    import uvicorn
+
+    app = server.streamable_http_app(host=host)
+    # log_config=None: uvicorn's default config would send access logs to stdout.
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower(), log_config=None)
+    # uvicorn handles SIGINT/SIGTERM itself and runs the lifespan shutdown (final sync, close),
+    # then re-raises the signal under the handler it found: make that a no-op, so a clean
+    # shutdown exits 0 instead of dying from the re-raised signal.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: None)
+    await uvicorn.Server(config).serve()
+
+
+def serve(
+    settings: Settings,
+    transport: Literal["stdio", "streamable-http"] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    no_auth: bool = False,
+) -> None:
+    """Run the server until the client disconnects (stdio) or a signal arrives.
+
+    Over streamable HTTP every request is authenticated (server/auth.py) unless ``no_auth``,
+    which only a loopback ``host`` allows; a refused configuration exits 2 with one line.
+
+    Raises:
+        StartupError-like exceptions (store locked, embedding mismatch, unsafe user name)
+        are not raised: they are printed as one line on stderr and the process exits 1.
+    """
+    if transport == "stdio" and settings.shared and hasattr(socket, "AF_UNIX"):
+        from smriti.server.shared.relay import serve_relay  # one server per user, shared by every client
+
+        return serve_relay(settings)
+    configure_logging(settings.log_level)
+    auth: HttpAuth | None = None
+    if transport == "streamable-http":
+        try:
+            auth = plan_http_auth(settings, host, port, no_auth)
+        except SmritiError as error:
+            print(f"smriti-mcp: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
+    closed = threading.Event()
+    server = build_server(settings, on_shutdown=closed.set, auth=auth)
+    where = "stdio" if transport == "stdio" else f"http://{host}:{port}/mcp"
+    logger.info(
+        "smriti-mcp %s: %s on %s, serving %s",
+        __version__,
+        f"user {settings.accessing_user}" if auth is None else "authenticated users",
+        settings.db_type,
+        where,
+    )
+    if transport == "streamable-http" and auth is None:
+        logger.warning("serving without authentication (--no-auth): any local process can use this memory")
+    runner: Callable[[], Awaitable[None]]
+    if transport == "stdio":
+        runner = functools.partial(_serve_stdio, server, closed)
+    else:
+        runner = functools.partial(_serve_http, server, host, port, settings.log_level)
+    try:
+        anyio.run(runner)
+    except KeyboardInterrupt:
+        pass
+    except BaseException as error:
+        message = startup_error(error)
+        if message is None:
+            raise
+        print(f"smriti-mcp: {message}", file=sys.stderr)
+        raise SystemExit(1) from None
+    logger.info("smriti-mcp: shut down cleanly")
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="smriti-mcp",
+        description="Smriti graph memory MCP server. Configuration comes from environment variables.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
+    parser.add_argument("--host", default="127.0.0.1", help="bind address for streamable-http")
+    parser.add_argument("--port", type=int, default=8000, help="port for streamable-http (default 8000)")
+    parser.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="streamable-http without bearer tokens, as ACCESSING_USER (loopback binds only)",
+    )
+    parser.add_argument(
+        "--shared-daemon",
+        action="store_true",
+        help="run the user's shared server on its unix socket in the foreground (stdio clients start it)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of ``smriti-mcp``: settings errors exit 2 with one message, no traceback."""
+    args = _parse_args(argv)
+    if args.shared_daemon:
+        from smriti.server.shared.daemon import main as run_shared
+
+        return run_shared()
+    try:
+        settings = load_settings()
+    except SmritiError as error:
+        print(f"smriti-mcp: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    serve(settings, args.transport, args.host, args.port, no_auth=args.no_auth)
