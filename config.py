@@ -236,6 +236,20 @@ class Settings(BaseSettings):
     )
     context_additive: bool = Field(default=False, description="context adds to a turn's own relevance")
     context_seeds: int = Field(default=3, ge=0, description="best candidates whose neighbours are raised")
+    # Episodes (nodes/associate.py): the memories of one source on one day are an episode; a
+    # candidate's relevance rises with the evidence its episode holds, and the final cut keeps
+    # at most MAX_PER_EPISODE results of one episode before the rest of the memory has its turn.
+    episode_weight: float = Field(
+        default=0.0, ge=0, description="how much a candidate's episode's evidence raises its relevance"
+    )
+    episode_evidence: int = Field(
+        default=3, ge=1, description="best candidates of an episode whose relevance counts as its evidence"
+    )
+    max_per_episode: int = Field(
+        default=0,
+        ge=0,
+        description="results of one episode before others have their turn (0: no cap)",
+    )
     # Query focus (nodes/refine.py): factors on relevance from what the parsed query names.
     entity_hint_weight: float = Field(
         default=0.2, ge=0, le=1, description="share of relevance that rests on the query's entities"

@@ -198,7 +198,7 @@ def run_conversation(
     scores: Scores,
     timing: dict[str, list],
     embedder: Any,
-    ablation: bool = False,
+    variants: dict[str, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Index the turns in the baselines and Smriti, ask every question; returns per-question traces."""
     from smriti.memory import Memory
@@ -242,7 +242,7 @@ def run_conversation(
         ask(SMRITI_RELEVANCE, "recall")
         memory.context.settings = default_settings
         ask(SMRITI_SEARCH, "search")
-        for system, off in ABLATIONS.items() if ablation else ():
+        for system, off in (variants or {}).items():
             memory.context.settings = default_settings.model_copy(update=off)
             ask(system, "recall")
         memory.context.settings = default_settings
@@ -383,6 +383,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--ablation", action="store_true", help="also run the pipeline with each stage off")
     parser.add_argument(
+        "--variants",
+        type=Path,
+        default=None,
+        help="a JSON file {name: {setting: value}} run instead of the built-in ablation (for tuning)",
+    )
+    parser.add_argument(
         "--embedding-cache", action="store_true", help="remember MiniLM vectors in bench/.cache between runs"
     )
     parser.add_argument(
@@ -398,6 +404,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     add_embedder_option(parser)
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
+    variants = json.loads(args.variants.read_text()) if args.variants else ABLATIONS if args.ablation else {}
     embedder = make_embedder(args.embedder, cache=args.embedding_cache)
     setup_logging(args.verbose)
     command = command_line("bench.locomo", argv)
@@ -417,14 +424,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             turns += len(kept)
             logger.info("%s: %d turns, %d questions", sample["sample_id"], len(kept), len(questions))
             records += run_conversation(
-                kept, sample, questions, Path(folder), scores, timing, embedder, args.ablation
+                kept, sample, questions, Path(folder), scores, timing, embedder, variants
             )
     elapsed = time.perf_counter() - started
 
     systems = [SMRITI_RECALL, SMRITI_RELEVANCE, SMRITI_SEARCH, BM25Retriever.name, PLAIN_BM25,
                DenseRetriever.name, FusionRetriever.name]  # fmt: skip
-    if args.ablation:
-        systems += list(ABLATIONS)
+    systems += list(variants)
     total_q = sum(len(rows) for rows in [scores.rows[SMRITI_RECALL]])
     body = (
         section_preamble(

@@ -1,6 +1,6 @@
 """Recall's associative steps: the candidates reach memories the query itself does not match.
 
-Three ways, in pipeline order:
+Four ways, in pipeline order:
 
 1. :func:`activate`, the graph branch (off by default, ``GRAPH_ACTIVATION``): spreading
    activation from the best hits and the query's cues over the local cue graph, fused by rank
@@ -8,6 +8,8 @@ Three ways, in pipeline order:
    is ``nodes/pagerank.py``.
 2. :func:`conversation_context`: the turns next to a relevant turn are relevant too.
 3. :func:`multi_hop`: breadth-first over AssociatedWith (similar memories, neighbouring turns).
+4. :func:`episode_context`: a memory's episode (its source and day, a conversation's session)
+   holds evidence too: the more of the episode is relevant, the more relevant each of its memories.
 
 **Conversation context.** A conversation stored turn by turn links each turn to the few before it
 of the same source (``associate`` in ``nodes/link.py``: AssociatedWith of type ``same_source``,
@@ -32,7 +34,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from smriti.nodes.pagerank import spread
-from smriti.nodes.scoring import hop_relevance
+from smriti.nodes.scoring import episode_evidence, episode_of, episode_relevance, hop_relevance
 from smriti.nodes.search import (
     best_with_ties,
     fill_similarity,
@@ -194,4 +196,31 @@ def multi_hop(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
         "candidates": candidates,
         "_candidates": trace_scores([c for c in candidates if c.hops]),
         "_notes": f"{added} associate(s) reached within {context.settings.max_hops} hop(s)",
+    }
+
+
+# ----------------------------------------------------------------------------- episodes
+@traced("episode_context")
+def episode_context(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Raise each candidate by the evidence of its episode (see :func:`episode_relevance`)."""
+    settings = runtime.context.settings
+    candidates = list(state.get("candidates", []))
+    if settings.episode_weight <= 0 or not candidates:
+        return {"_notes": "episodes off" if candidates else "no candidates"}
+    evidence = episode_evidence(candidates, settings.episode_evidence)
+    best = max(evidence.values())
+    out = []
+    for candidate in candidates:
+        candidate = candidate.copy()
+        candidate.relevance = episode_relevance(
+            candidate.relevance, evidence[episode_of(candidate)], best, settings.episode_weight
+        )
+        out.append(candidate)
+    out.sort(key=lambda c: (-c.relevance, c.id))
+    strongest = sorted(evidence.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+    return {
+        "candidates": out,
+        "_candidates": trace_scores(out),
+        "_notes": f"{len(evidence)} episode(s); strongest: "
+        + ", ".join(f"{source or '-'} {day} ({value:.2f})" for (source, day), value in strongest),
     }

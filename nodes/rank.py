@@ -18,7 +18,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from smriti.errors import StoreFull
-from smriti.nodes.scoring import SIMILARITY, rank
+from smriti.nodes.scoring import SIMILARITY, rank, spread_over_episodes
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.text import STOPWORDS, words
 
@@ -45,7 +45,8 @@ def score(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
         item = candidate.copy()
         item.score, item.components = profile.score(item, now, seed)
         scored.append(item)
-    top = rank(scored)[: state["limit"]]
+    cap = 0 if state["mode"] == "search" else context.settings.max_per_episode
+    top = spread_over_episodes(rank(scored), state["limit"], cap)
     return {
         "results": top,
         "_candidates": trace_scores(top, "score"),

@@ -11,6 +11,7 @@ the configured one from settings; ``MemoryContext.scoring`` builds it once.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -436,3 +437,54 @@ def build_profile(settings: Settings) -> CompositeProfile | FabricProfile:
         settings.score_weight_decay,
     )
     return CompositeProfile(composite, shaping)
+
+
+# ----------------------------------------------------------------------------- episodes
+Episode = tuple[str, str]
+
+
+def episode_of(candidate: Candidate) -> Episode:
+    """The episode a memory belongs to: its source and the day it happened (a session)."""
+    return candidate.source, candidate.created_at.date().isoformat()
+
+
+def episode_evidence(candidates: Iterable[Candidate], top: int) -> dict[Episode, float]:
+    """Episode -> the summed relevance of its ``top`` most relevant candidates.
+
+    Summing a few, not all, keeps a long episode from winning by length: evidence is how
+    much of the question the episode answers, not how much it talks.
+    """
+    members: dict[Episode, list[float]] = defaultdict(list)
+    for candidate in candidates:
+        members[episode_of(candidate)].append(candidate.relevance)
+    return {key: sum(sorted(values, reverse=True)[:top]) for key, values in members.items()}
+
+
+def episode_relevance(relevance: float, evidence: float, best_evidence: float, weight: float) -> float:
+    """relevance * (1 + weight * evidence / best_evidence): the best episode's memories gain most."""
+    if best_evidence <= 0:
+        return relevance
+    return relevance * (1.0 + weight * evidence / best_evidence)
+
+
+def spread_over_episodes(ranked: Sequence[Candidate], limit: int, cap: int) -> list[Candidate]:
+    """The first ``limit`` of ``ranked``, at most ``cap`` of one episode until others run out.
+
+    A question whose answer is spread over sessions ("what does she do to relax?") otherwise
+    gets ten paraphrases from one session; the deferred ones fill any places left, in order.
+    """
+    if cap <= 0:
+        return list(ranked[:limit])
+    kept: list[Candidate] = []
+    deferred: list[Candidate] = []
+    taken: dict[Episode, int] = defaultdict(int)
+    for candidate in ranked:
+        if len(kept) == limit:
+            break
+        key = episode_of(candidate)
+        if taken[key] < cap:
+            kept.append(candidate)
+            taken[key] += 1
+        else:
+            deferred.append(candidate)
+    return kept + deferred[: limit - len(kept)]

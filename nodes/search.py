@@ -20,6 +20,8 @@ from langgraph.runtime import Runtime
 from smriti.errors import InvalidInput
 from smriti.nodes.scoring import DEFAULT_FUSION, Fusion, cosine, cue_score, fused_relevance, idf, recency
 from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState, trace_scores, traced
+from smriti.stores.base import normalise_cue_name
+from smriti.text import light_stem
 from smriti.validators import check_limit, check_memory_type, check_mode
 
 # The candidate attribute behind each fused branch (the keys of scoring.FUSION_WEIGHTS).
@@ -92,30 +94,52 @@ def extract_query_cues(state: RecallState, runtime: Runtime[MemoryContext]) -> d
     }
 
 
+def cue_forms(cues: Sequence[str]) -> dict[str, str]:
+    """Each name a query cue may have in the store -> the query cue (both normalised).
+
+    Offline keyword cues are lemmas now (``move``); memories analysed before are linked to the
+    stems search uses (``mov``). Looking a cue up under both keeps those memories reachable
+    through the graph, and the two forms count as one cue (one share of the score, one idf).
+    """
+    forms: dict[str, str] = {}
+    for cue in cues:
+        name = normalise_cue_name(cue)
+        if not name:
+            continue
+        forms.setdefault(name, name)
+        if name.isalpha():
+            forms.setdefault(light_stem(name), name)
+    return forms
+
+
 @traced("cue_traverse")
 def cue_traverse(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Engrams encoded by the query's cues, scored by the idf-weighted share of cues matched."""
     store = runtime.context.store
-    cues = list(dict.fromkeys(state.get("parsed", {}).get("cues", [])))
+    forms = cue_forms(list(dict.fromkeys(state.get("parsed", {}).get("cues", []))))
+    cues = list(dict.fromkeys(forms.values()))
     if not cues:
         return {"_notes": "no cues in the query"}
-    found = store.cue_engram_counts(cues)
+    found = store.cue_engram_counts(list(forms))
+    counts: dict[str, int] = {}
+    for form, count in found.items():
+        counts[forms[form]] = counts.get(forms[form], 0) + count
     total = max(store.count_engrams(), 1)
-    weights = {name: idf(found.get(name, 0), total) for name in cues}
-    hits = store.engrams_by_cues(cues, candidate_pool(state["limit"]))
-    scored: dict[str, Hit] = {
-        hit.engram_id: {
-            "cue_score": cue_score(hit.cues, cues, weights),
-            "matched_cues": list(hit.cues),
+    weights = {name: idf(counts.get(name, 0), total) for name in cues}
+    hits = store.engrams_by_cues(list(forms), candidate_pool(state["limit"]))
+    scored: dict[str, Hit] = {}
+    for hit in hits:
+        matched = list(dict.fromkeys(forms.get(name, name) for name in hit.cues))
+        scored[hit.engram_id] = {
+            "cue_score": cue_score(matched, cues, weights),
+            "matched_cues": matched,
             "origins": ["cue"],
         }
-        for hit in hits
-    }
     ranked = sorted(scored.items(), key=lambda kv: (-kv[1]["cue_score"], kv[0]))
     return {
         "hits": scored,
         "_candidates": [{"id": i, "score": h["cue_score"]} for i, h in ranked],
-        "_notes": f"{len(found)} of {len(cues)} cues known; {len(hits)} engrams reached",
+        "_notes": f"{len(counts)} of {len(cues)} cues known; {len(hits)} engrams reached",
     }
 
 

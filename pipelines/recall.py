@@ -41,7 +41,7 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from smriti.nodes.associate import activate, conversation_context, multi_hop
+from smriti.nodes.associate import activate, conversation_context, episode_context, multi_hop
 from smriti.nodes.rank import demote_superseded, format_result, reinforce, score
 from smriti.nodes.refine import (
     cross_reference,
@@ -95,6 +95,7 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     builder.add_node("activate", activate)
     builder.add_node("conversation_context", conversation_context)
     builder.add_node("multi_hop", multi_hop)
+    builder.add_node("episode_context", episode_context)
     builder.add_node("relation_traverse", relation_traverse)
     builder.add_node("focus", focus)
     builder.add_node("seed_cluster", find_seed_cluster)
@@ -118,7 +119,8 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     builder.add_conditional_edges("gather", _after_gather, ["current_only", "activate"])
     builder.add_edge("activate", "conversation_context")
     builder.add_edge("conversation_context", "multi_hop")
-    builder.add_edge("multi_hop", "relation_traverse")
+    builder.add_edge("multi_hop", "episode_context")
+    builder.add_edge("episode_context", "relation_traverse")
     builder.add_edge("relation_traverse", "focus")
     builder.add_edge("focus", "rerank")
     builder.add_edge("rerank", "current_only")

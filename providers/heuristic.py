@@ -1,9 +1,11 @@
 """The offline analyser: cues, memory type, relations and query intent without an LLM.
 
 Rules, not a model, so its limits are easy to state: entities are capitalised word runs,
-hyphenated or alphanumeric terms; keywords are the most frequent content words; relations
-come from a fixed list of verbs between two names. It is what runs with no API key, and
-what every LLM failure falls back to, so a memory is never lost for want of a model.
+hyphenated or alphanumeric terms; keywords are the most frequent content words, as the words
+they are (lemmas, :mod:`smriti.providers.cue_words`), never stems; the text's language decides
+which words are stop words; relations come from a fixed list of verbs between two names. It is
+what runs with no API key, and what every LLM failure falls back to, so a memory is never lost
+for want of a model.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from collections import Counter
 
 import regex
 
+from smriti.providers.cue_words import cue_words, language_of, lemma, stopwords_of
 from smriti.providers.schemas import Analysis, CueItem, ParsedQuery, RelationItem
 from smriti.stores.base import MemoryType
-from smriti.text import STOPWORDS, content_words, first_sentence, light_stem
+from smriti.text import STOPWORDS, first_sentence, words
 
 MAX_CUES = 12
 MAX_KEYWORDS = 8
@@ -90,11 +93,12 @@ _SEMANTIC = re.compile(
 )
 
 
-def _names(text: str) -> list[tuple[str, str]]:
+def _names(text: str, language: str) -> list[tuple[str, str]]:
     """Capitalised runs ("Caroline", "New York") and technical terms ("pgvector-0.7", "gpt-4o")."""
     found: list[tuple[str, str]] = []
+    not_names = _NOT_NAMES | stopwords_of(language)
     for match in _NAME_RUN.finditer(text):
-        run = [w for w in re.sub(r"'s\b", "", match.group()).split() if w.lower() not in _NOT_NAMES]
+        run = [w for w in re.sub(r"'s\b", "", match.group()).split() if w.casefold() not in not_names]
         if not run:
             continue
         name = " ".join(run)
@@ -117,11 +121,12 @@ def _names(text: str) -> list[tuple[str, str]]:
 
 def extract_cues(text: str) -> list[CueItem]:
     """Entities first (they carry the topic), then the most frequent keywords."""
+    language = language_of(words(text))
     cues: dict[str, CueItem] = {}
-    for name, kind in _names(text):
+    for name, kind in _names(text, language):
         cues.setdefault(name.lower(), CueItem(name=name, type=kind))
-    entity_words = {light_stem(w) for key in cues for w in key.split()}
-    counts = Counter(w for w in content_words(text) if w not in entity_words and not w.isdigit())
+    entity_words = {lemma(w, language) for key in cues for w in key.split()}
+    counts = Counter(w for w in cue_words(text, language) if w not in entity_words)
     for word, _ in counts.most_common(MAX_KEYWORDS):
         cues.setdefault(word, CueItem(name=word, type="keyword"))
     return list(cues.values())[:MAX_CUES]

@@ -409,7 +409,10 @@ def _start_background(tasks: anyio.abc.TaskGroup, runtime: Runtime) -> None:
 
 
 def _warm(runtime: Runtime) -> None:
+    from smriti.providers import cue_words
+
     try:
+        cue_words.warm()
         runtime.memory.context.store.warm()
     except Exception:  # why: a query will load it (or report the failure) itself
         logger.debug("warming the store failed", exc_info=True)

@@ -26,7 +26,6 @@ Nothing here imports the MCP SDK: the CLI uses it too.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import hmac
 import json
@@ -42,6 +41,7 @@ from pathlib import Path
 
 from smriti.errors import InvalidInput, SettingsError, UnsafeUserError
 from smriti.stores.base import validate_user_name
+from smriti.stores.paths import process_lock
 
 logger = logging.getLogger("smriti.auth")
 
@@ -139,8 +139,7 @@ class TokenFile:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with process_lock(self.path.with_name(self.path.name + ".lock")):
             yield
 
     def _write(self, entries: list[TokenEntry]) -> None:

@@ -1,4 +1,5 @@
-"""Where a user's store lives, the same for every embedded backend.
+"""Where a user's store lives, the same for every embedded backend, and the lock that keeps
+one process on a file (the embedded stores, the shared server).
 
 ``STORAGE_LOCATION/{user}/{file}``: ``memory.sqlite`` (SQLite), ``memory.kuzu`` (Kuzu) or
 ``memory.lbug`` (LadybugDB, the Go original's files). Kept apart from the backends so opening
@@ -8,6 +9,8 @@ one never imports another's modules.
 from __future__ import annotations
 
 from pathlib import Path
+
+import filelock
 
 from smriti.errors import UnsafeUserError
 from smriti.stores.base import validate_user_name
@@ -37,3 +40,28 @@ def store_path(storage_location: Path | str, user: str, file_name: str) -> Path:
         raise UnsafeUserError(f"the store of user {user!r} would resolve outside {root}: {path}")
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def process_lock(path: Path) -> filelock.BaseFileLock:
+    """An exclusive lock on ``path`` (flock on POSIX) that a second process, or a second
+    ``process_lock`` in this one, cannot take while it is held; 0600, released when the holder
+    dies. Not a singleton (each call is its own holder, as each process is); the file stays
+    (unlinking a lock file lets a third process lock a new file while the second holds the
+    old one); no soft fallback (a soft lock outlives a killed holder)."""
+    return filelock.FileLock(
+        path,
+        mode=0o600,
+        is_singleton=False,
+        thread_local=False,
+        preserve_lock_file=True,
+        fallback_to_soft=False,
+    )
+
+
+def try_lock(lock: filelock.BaseFileLock) -> bool:
+    """Take ``lock`` without waiting; False when another holder has it."""
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        return False
+    return True

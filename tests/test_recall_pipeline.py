@@ -157,6 +157,7 @@ def test_trace_lists_every_node_that_ran(topic_context):
         "activate",
         "conversation_context",
         "multi_hop",
+        "episode_context",
         "relation_traverse",
         "focus",
         "rerank",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
 from smriti.nodes.rank import cleaned_query, parsed_result
@@ -21,7 +22,7 @@ from smriti.nodes.relations import (
     traverse,
 )
 from smriti.nodes.state import Candidate
-from smriti.nodes.textsim import candidate_similarity, text_similarity
+from smriti.nodes.textsim import candidate_similarity, similarity_matrix, text_similarity
 from smriti.stores import make_store
 from smriti.stores.base import Relation
 
@@ -169,10 +170,12 @@ def test_text_similarity_is_over_words_case_and_punctuation_free():
     assert text_similarity("Omar prefers tabs over spaces", "Omar prefers spaces over tabs") < 0.85
 
 
-def test_text_similarity_bounds_stop_early_but_never_cross_the_floor():
-    a, b = "one two three four five six", "seven eight nine ten"
-    assert text_similarity(a, b, floor=0.85) <= 0.85
-    assert text_similarity(a, a, floor=0.85) == 1.0
+def test_the_matrix_agrees_with_the_pairs_above_the_floor_and_zeroes_the_rest():
+    texts = ["one two three four five six", "seven eight nine ten", "one two three four five six seven"]
+    matrix = similarity_matrix(texts, 0.85)
+    assert matrix[0, 2] == matrix[2, 0] == text_similarity(texts[0], texts[2]) > 0.85
+    assert matrix[0, 1] == 0.0 and list(matrix.diagonal()) == [1.0, 1.0, 1.0]
+    assert (similarity_matrix(texts, 1.5) == np.eye(3)).all()  # a threshold past 1: nothing similar
 
 
 def test_texts_that_differ_in_a_number_are_not_duplicates():

@@ -19,7 +19,6 @@ a private folder of the temporary directory, named after the storage folder.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import logging
@@ -35,7 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import filelock
+
 from smriti.errors import StoreError, UserError
+from smriti.stores.paths import process_lock, try_lock
 
 if TYPE_CHECKING:
     from smriti.config import Settings
@@ -96,47 +98,28 @@ def prepare_folders(paths: SharedPaths) -> None:
 
 
 # ----------------------------------------------------------------------------- locks
-def open_lock_file(path: Path) -> int:
-    # O_CLOEXEC (Python's default): a child process must not keep the lock after its parent died.
-    return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-
-
-def try_lock(fd: int) -> bool:
-    """Take an exclusive flock on ``fd`` without waiting; False when another process holds it."""
-    import fcntl  # here: the CLI imports this module on platforms without it too
-
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as error:
-        if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            return False
-        raise
-    return True
-
-
 def server_running(paths: SharedPaths) -> bool:
     """True while a shared server process holds its lock (alive, maybe still starting)."""
     if not paths.server_lock.exists():
         return False
-    fd = open_lock_file(paths.server_lock)
+    lock = process_lock(paths.server_lock)
     try:
-        return not try_lock(fd)
+        return not try_lock(lock)
     finally:
-        os.close(fd)  # closing releases a lock taken here
+        lock.release()
 
 
 @contextlib.contextmanager
 def _start_lock(paths: SharedPaths, timeout: float) -> Iterator[None]:
-    fd = open_lock_file(paths.start_lock)
+    lock = process_lock(paths.start_lock)
     try:
-        deadline = time.monotonic() + timeout
-        while not try_lock(fd):
-            if time.monotonic() > deadline:
-                raise StoreError(f"another client has been starting the shared server for {timeout:.0f} s")
-            time.sleep(0.05)
+        lock.acquire(timeout=timeout, poll_interval=0.05)
+    except filelock.Timeout:
+        raise StoreError(f"another client has been starting the shared server for {timeout:.0f} s") from None
+    try:
         yield
     finally:
-        os.close(fd)
+        lock.release()
 
 
 # ----------------------------------------------------------------------------- talking to it

@@ -35,13 +35,12 @@ from smriti.config import load_settings
 from smriti.errors import NotFound, SmritiError, StoreError, UserError
 from smriti.server.shared.client import (
     SharedPaths,
-    open_lock_file,
     prepare_folders,
     remove_stale,
     settings_digest,
     shared_paths,
-    try_lock,
 )
+from smriti.stores.paths import process_lock, try_lock
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -166,9 +165,8 @@ def run(settings: Settings) -> None:
 
     paths = shared_paths(settings)
     prepare_folders(paths)
-    lock_fd = open_lock_file(paths.server_lock)
-    if not try_lock(lock_fd):
-        os.close(lock_fd)
+    lock = process_lock(paths.server_lock)
+    if not try_lock(lock):
         raise StoreError(f"a shared Smriti server already serves user {settings.accessing_user}")
     started = time.time()
     digest = settings_digest(settings)
@@ -244,7 +242,7 @@ def run(settings: Settings) -> None:
         # socket starts a new server, never connects to this dying one.
         remove_stale(paths)
         sock.close()
-        os.close(lock_fd)
+        lock.release()
     logger.info("shared Smriti server stopped")
 
 

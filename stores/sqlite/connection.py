@@ -31,13 +31,11 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from smriti.stores.base import StoreError
-from smriti.stores.space import full_disk
+import filelock
 
-try:  # POSIX only; elsewhere the single-process rule is the user's to keep
-    import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None  # type: ignore[assignment]
+from smriti.stores.base import StoreError
+from smriti.stores.paths import process_lock, try_lock
+from smriti.stores.space import full_disk
 
 DEFAULT_BUSY_TIMEOUT = 10.0  # seconds a statement waits for another connection's lock
 # Idle reader connections kept for reuse; more are opened while more threads read at once,
@@ -98,7 +96,7 @@ class Database:
         self._readers: list[sqlite3.Connection] = []  # every open reader, idle or not
         self._idle: list[sqlite3.Connection] = []  # readers free to borrow
         self._readers_lock = threading.Lock()  # not self.lock: a reader must never wait for a writer
-        self._lock_file = self._take_file_lock()
+        self._lock_file: filelock.BaseFileLock | None = self._take_file_lock()
         try:
             self._writer = self._connect()
             # WAL is a property of the file (kept once set); NORMAL syncs at checkpoints only:
@@ -115,23 +113,18 @@ class Database:
         self._closed = False
 
     # -- files and connections -----------------------------------------------------------------
-    def _take_file_lock(self) -> int | None:
-        if fcntl is None:
-            return None
-        fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as error:
-            os.close(fd)
+    def _take_file_lock(self) -> filelock.BaseFileLock:
+        lock = process_lock(Path(f"{self.path}.lock"))
+        if not try_lock(lock):
             raise StoreError(
                 f"{self.path.name} is locked by another process (is another smriti server running "
                 f"for user {self.user!r}?): {self.path}"
-            ) from error
-        return fd
+            )
+        return lock
 
     def _release_file_lock(self) -> None:
         if self._lock_file is not None:
-            os.close(self._lock_file)  # closing the descriptor drops the flock
+            self._lock_file.release()
             self._lock_file = None
 
     def _connect(self) -> sqlite3.Connection:
