@@ -91,6 +91,25 @@ def test_minilm_batches_give_the_vectors_of_single_texts(model):
     assert model.embed_documents([]) == []
 
 
+def test_minilm_runs_blas_on_one_thread_fast_from_worker_threads(model):
+    """Multi-threaded OpenBLAS made each embedding 10x slower in the server's worker threads."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_info
+
+    assert {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"} == {1}
+
+    def timed() -> float:
+        started = time.perf_counter()
+        model.embed_query("which database did Priya pick for the search service?")
+        return time.perf_counter() - started
+
+    with ThreadPoolExecutor(2) as pool:
+        best = min(pool.submit(timed).result() for _ in range(5))
+    assert best < 0.15, best  # ~20 ms on the 2 shared cores of the development machine
+
+
 def test_minilm_finds_its_files_without_importing_the_package():
     import sys
 
