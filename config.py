@@ -81,9 +81,12 @@ class Settings(BaseSettings):
     analysis_rate_per_minute: float = Field(default=60.0, ge=0)  # 0: no limit
     analysis_worker: bool = True  # the server drains the queue in a background thread
 
-    embedding_provider: Literal["auto", "openai", "local", "hashing"] = Field(
+    embedding_provider: Literal["auto", "openai", "minilm", "local", "hashing"] = Field(
         default="auto",
-        description="auto: openai when an embedding key is set, else the offline hashing embedder",
+        description=(
+            "auto: openai when an embedding key is set; else the local MiniLM embedder where it is "
+            "installed (a new store) and the hashing one otherwise; an existing store keeps its embedder"
+        ),
     )
     embedding_base_url: str = "https://api.openai.com/v1"
     embedding_api_key: SecretStr | None = None

@@ -131,6 +131,9 @@ def open_runtime(settings: Settings, user: str | None = None, with_backup: bool 
     from smriti.memory import Memory
 
     memory = Memory.open(settings, user=user)
+    # The memory's settings carry the embedder resolved for its store (EMBEDDING_PROVIDER=auto):
+    # the backup checks a restore against that dimension.
+    settings = memory.context.settings
     try:
         backup = open_backup(settings, memory) if with_backup else None
         if backup is not None and settings.backup_restore_on_start:

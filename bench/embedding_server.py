@@ -2,7 +2,7 @@
 
 The MCP benchmarks run ``smriti-mcp`` as users do, with ``EMBEDDING_PROVIDER=openai`` pointed
 here, so the server's real embedding client (``langchain-openai`` over HTTP) is on the measured
-path while the vectors are all-MiniLM-L6-v2's (``bench/minilm.py``), which no package can serve
+path while the vectors are all-MiniLM-L6-v2's (``providers/minilm.py``), which no package can serve
 on these machines.
 """
 

@@ -1,4 +1,4 @@
-"""Checks that bench/minilm.py reproduces sentence-transformers' all-MiniLM-L6-v2 without torch.
+"""Checks that providers/minilm.py reproduces sentence-transformers' all-MiniLM-L6-v2 without torch.
 
 No reference implementation can run here, so it is checked against published numbers and invariants:
 
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import DATA_ENV, REPO_ROOT
-from bench.minilm import INSTALL_HINT, MiniLMEmbeddings, erf, model_dir
+from smriti.providers.minilm import INSTALL_HINT, MiniLMEmbeddings, erf, model_dir
 
 # qdrant/fastembed tests/test_text_onnx_embeddings.py: embedding of "hello world", first 5 values.
 HELLO_WORLD = [-0.034478, 0.03102, 0.00673, 0.02611, -0.039362]
@@ -162,7 +162,7 @@ def main() -> int:
     parser.add_argument("--speed", type=int, default=0, metavar="N", help="also time embedding N texts")
     args = parser.parse_args()
     started = time.perf_counter()
-    model = MiniLMEmbeddings()
+    model = MiniLMEmbeddings().load()
     print(f"loaded {model.model} in {time.perf_counter() - started:.1f} s")
     run_checks(model)
     if args.speed:

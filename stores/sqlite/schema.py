@@ -274,3 +274,28 @@ def migrate(conn: Any, dims: int, path: Path) -> list[str]:
             if key == "schema_version" and "engram" in existing:
                 changes.append(f"schema_version {meta.get(key, '0')} -> {value}")
     return changes
+
+
+def read_embedding_meta(path: Path) -> dict[str, str] | None:
+    """The embedding model and dimension an existing file records, read without opening the store.
+
+    A read-only connection, so it works beside a running writer (WAL) and never creates the
+    file. None when there is no file or it records nothing yet (a new store).
+
+    Raises:
+        sqlite3.Error: the file cannot be read.
+    """
+    import sqlite3
+
+    if not path.is_file():
+        return None
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+    try:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone():
+            return None
+        rows = conn.execute(
+            "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dims')"
+        ).fetchall()
+    finally:
+        conn.close()
+    return dict(rows) or None
