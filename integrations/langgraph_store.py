@@ -74,7 +74,14 @@ from langgraph.store.base import (
 )
 
 from smriti.integrations.store_filters import matches_filter, namespace_matches
-from smriti.integrations.store_index import StoreIndex, decode_vectors, encode_vectors, similarity
+from smriti.integrations.store_index import (
+    StoreIndex,
+    aembed_documents,
+    aembed_query,
+    decode_vectors,
+    encode_vectors,
+    similarity,
+)
 from smriti.integrations.store_ttl import Sweeper, expiry, is_expired
 
 if TYPE_CHECKING:
@@ -251,8 +258,8 @@ class SmritiStore(BaseStore):
     async def _aembed(self, ops: Sequence[Op]) -> _Embedded:
         documents, queries = self._documents(ops), self._queries(ops)
         embeddings = self._index.embeddings
-        vectors = await embeddings.aembed_documents([t for _, _, t in documents]) if documents else []
-        query_vectors = await asyncio.gather(*(embeddings.aembed_query(q) for q in queries))
+        vectors = await aembed_documents(embeddings, [t for _, _, t in documents]) if documents else []
+        query_vectors = await asyncio.gather(*(aembed_query(embeddings, q) for q in queries))
         return self._embedded(documents, vectors, queries, list(query_vectors))
 
     def _embedded(

@@ -21,6 +21,7 @@ re-embeds instead of comparing vectors of two models.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import Mapping, Sequence
@@ -109,7 +110,23 @@ def resolve_embeddings(embed: Any, dims: int, settings: Settings) -> Embeddings:
             elif provider == "local":
                 update["local_embedding_model"] = model
             return build_embedder(settings.model_copy(update=update))
+    if not isinstance(embed, str) and hasattr(embed, "embed_documents") and hasattr(embed, "embed_query"):
+        return embed  # an Embeddings in all but name (duck-typed): used as it is
     return ensure_embeddings(embed)
+
+
+async def aembed_documents(embeddings: Embeddings, texts: list[str]) -> list[list[float]]:
+    """The model's async API, or its sync one in a worker thread when it has none."""
+    if hasattr(embeddings, "aembed_documents"):
+        return await embeddings.aembed_documents(texts)
+    return await asyncio.to_thread(embeddings.embed_documents, texts)
+
+
+async def aembed_query(embeddings: Embeddings, text: str) -> list[float]:
+    """As :func:`aembed_documents`, for a query."""
+    if hasattr(embeddings, "aembed_query"):
+        return await embeddings.aembed_query(text)
+    return await asyncio.to_thread(embeddings.embed_query, text)
 
 
 def encode_vectors(signature: str, vectors: Mapping[str, Sequence[float]]) -> str:
