@@ -82,6 +82,7 @@ from smriti.integrations.store_index import (
     encode_vectors,
     similarity,
 )
+from smriti.integrations.store_items import Entry, ItemMeta, vector_key
 from smriti.integrations.store_ttl import Sweeper, expiry, is_expired
 
 if TYPE_CHECKING:
@@ -92,17 +93,12 @@ __all__ = ["SmritiStore", "matches_filter", "namespace_matches", "parse_source",
 
 SOURCE_PREFIX = "langgraph-store:"
 STORE_TAG = "langgraph-store"
-_NAMESPACES_META = "langgraph_store:namespaces"
-_ENTRIES_META = "langgraph_store:ns:"
-_VECTORS_META = "langgraph_store:vec:"
-_INDEX_META = "langgraph_store:index"
 # Recall (ranking="recall") is asked for this many more results than a page needs, because
 # other memories and other namespaces compete for the same ranks before the filters apply.
 _OVERSAMPLE = 4
 _MIN_POOL = 50
 
 Ranking = Literal["similarity", "recall"]
-Entry = dict[str, Any]
 
 
 def source_of(namespace: tuple[str, ...], key: str) -> str:
@@ -121,16 +117,6 @@ def parse_source(source: str) -> tuple[tuple[str, ...], str] | None:
     if not isinstance(parts, list) or len(parts) < 2 or not all(isinstance(p, str) for p in parts):
         return None
     return tuple(parts[:-1]), parts[-1]
-
-
-def _vector_key(namespace: tuple[str, ...], key: str) -> str:
-    return _VECTORS_META + json.dumps([*namespace, key], ensure_ascii=False)
-
-
-def _vector_prefix(prefix: tuple[str, ...]) -> str:
-    """The literal start of every vector key of items under ``prefix``."""
-    opening = json.dumps(list(prefix), ensure_ascii=False)[:-1]  # without its closing "]"
-    return _VECTORS_META + (opening + ", " if prefix else opening)
 
 
 def refuse_event_loop_thread(store: str) -> None:
@@ -199,6 +185,8 @@ class SmritiStore(BaseStore):
         self.index_config = self._index.config
         self.embeddings = self._index.embeddings
         self.ttl_config = ttl
+        omit_expired = (ttl or {}).get("omit_expired", True) is not False
+        self._meta = ItemMeta(lambda: self.memory.context.store, omit_expired)
         # Same store, lock and cache; only the thresholds differ: keys are distinct items even
         # when their values are equal, so neither write-time nor recall-time merging applies.
         self._write_context = dataclasses.replace(
@@ -305,57 +293,12 @@ class SmritiStore(BaseStore):
     def _now(self) -> datetime:
         return self.memory.context.clock()
 
-    @property
-    def _omit_expired(self) -> bool:
-        return (self.ttl_config or {}).get("omit_expired", True) is not False
-
-    def _entries(self, namespace: tuple[str, ...]) -> dict[str, Entry]:
-        raw = self._graph_store.get_meta(_ENTRIES_META + json.dumps(list(namespace), ensure_ascii=False))
-        return json.loads(raw) if raw else {}
-
-    def _save_entries(self, namespace: tuple[str, ...], entries: dict[str, Entry]) -> None:
-        meta_key = _ENTRIES_META + json.dumps(list(namespace), ensure_ascii=False)
-        self._graph_store.set_meta(meta_key, json.dumps(entries, ensure_ascii=False))
-        namespaces = set(self._namespaces())
-        known = namespace in namespaces
-        if entries and not known:
-            namespaces.add(namespace)
-        elif not entries and known:
-            namespaces.discard(namespace)
-        else:
-            return
-        self._graph_store.set_meta(
-            _NAMESPACES_META, json.dumps(sorted(list(ns) for ns in namespaces), ensure_ascii=False)
-        )
-
-    def _namespaces(self) -> list[tuple[str, ...]]:
-        raw = self._graph_store.get_meta(_NAMESPACES_META)
-        return [tuple(ns) for ns in json.loads(raw)] if raw else []
-
-    def _live_entries(self, namespace: tuple[str, ...], now: datetime) -> dict[str, Entry]:
-        entries = self._entries(namespace)
-        if not self._omit_expired:
-            return entries
-        return {k: e for k, e in entries.items() if not is_expired(e, now)}
-
-    def _refresh(self, namespace: tuple[str, ...], keys: Iterable[str], now: datetime) -> None:
-        """Restart the TTL of ``keys`` (those that have one) from ``now``."""
-        entries = self._entries(namespace)
-        changed = False
-        for key in keys:
-            entry = entries.get(key)
-            if entry is not None and entry.get("ttl") is not None:
-                entry["expires_at"] = expiry(now, entry["ttl"])
-                changed = True
-        if changed:
-            self._save_entries(namespace, entries)
-
     # ------------------------------------------------------------------ writes
     def _put(self, op: PutOp, vectors: Mapping[str, list[float]]) -> None:
         namespace, key, value = tuple(op.namespace), op.key, dict(op.value or {})
         content = json.dumps(value, ensure_ascii=False)
         label = "/".join(namespace).replace(",", " ")
-        entries = self._entries(namespace)
+        entries = self._meta.entries(namespace)
         previous = entries.get(key)
         output = self._store_graph.invoke(
             {
@@ -370,12 +313,10 @@ class SmritiStore(BaseStore):
         if previous is not None and previous["id"] != output["id"]:
             self._forget_engram(previous["id"])
         if vectors:
-            self._graph_store.set_meta(
-                _vector_key(namespace, key), encode_vectors(self._index.signature, vectors)
-            )
+            self._meta.set_vectors(namespace, key, encode_vectors(self._index.signature, vectors))
         else:
-            self._graph_store.delete_meta(_vector_key(namespace, key))
-        keep_created = previous is not None and not (self._omit_expired and is_expired(previous, now))
+            self._meta.delete_vectors(namespace, key)
+        keep_created = previous is not None and not (self._meta.omit_expired and is_expired(previous, now))
         entries[key] = {
             "id": output["id"],
             "created_at": previous["created_at"] if keep_created and previous else now.isoformat(),
@@ -384,17 +325,17 @@ class SmritiStore(BaseStore):
             "ttl": op.ttl,
             "expires_at": expiry(now, op.ttl),
         }
-        self._save_entries(namespace, entries)
+        self._meta.save(namespace, entries)
 
     def _delete(self, namespace: tuple[str, ...], key: str) -> None:
         namespace = tuple(namespace)
-        entries = self._entries(namespace)
+        entries = self._meta.entries(namespace)
         entry = entries.pop(key, None)
         if entry is None:
             return
         self._forget_engram(entry["id"])
-        self._graph_store.delete_meta(_vector_key(namespace, key))
-        self._save_entries(namespace, entries)
+        self._meta.delete_vectors(namespace, key)
+        self._meta.save(namespace, entries)
 
     def _forget_engram(self, engram_id: str) -> None:
         from smriti.errors import NotFound
@@ -405,24 +346,24 @@ class SmritiStore(BaseStore):
     # ------------------------------------------------------------------ reads
     def _get(self, op: GetOp) -> Item | None:
         namespace, now = tuple(op.namespace), self._now()
-        entry = self._live_entries(namespace, now).get(op.key)
+        entry = self._meta.live(namespace, now).get(op.key)
         if entry is None:
             return None
         engram = self._graph_store.get_engram(entry["id"])
         if engram is None:
             return None
         if op.refresh_ttl and entry.get("ttl") is not None:
-            self._refresh(namespace, [op.key], now)
+            self._meta.refresh(namespace, [op.key], now)
         return _item(Item, namespace, op.key, engram.content, entry)
 
     def _matching(self, op: SearchOp, now: datetime) -> list[tuple[SearchItem, str]]:
         """Every live item under the prefix that passes the filter, with its engram id."""
         prefix = tuple(op.namespace_prefix)
         found: list[tuple[SearchItem, str]] = []
-        for namespace in self._namespaces():
+        for namespace in self._meta.namespaces():
             if namespace[: len(prefix)] != prefix:
                 continue
-            entries = self._live_entries(namespace, now)
+            entries = self._meta.live(namespace, now)
             by_id = {e["id"]: k for k, e in entries.items()}
             for engram in self._graph_store.get_engrams(list(by_id)):
                 key = by_id[engram.id]
@@ -449,17 +390,17 @@ class SmritiStore(BaseStore):
             for item, _ in page:
                 by_namespace.setdefault(item.namespace, []).append(item.key)
             for namespace, keys in by_namespace.items():
-                self._refresh(namespace, keys, now)
+                self._meta.refresh(namespace, keys, now)
         return [item for item, _ in page]
 
     def _ranked(
         self, found: list[tuple[SearchItem, str]], prefix: tuple[str, ...], query_vector: list[float]
     ) -> list[tuple[SearchItem, str]]:
         """The items that have vectors, by cosine similarity to the query (best first)."""
-        stored = self._graph_store.meta_items(_vector_prefix(prefix))
+        stored = self._meta.vectors_under(prefix)
         ranked: list[tuple[SearchItem, str]] = []
         for item, engram_id in found:
-            raw = stored.get(_vector_key(item.namespace, item.key))
+            raw = stored.get(vector_key(item.namespace, item.key))
             vectors = decode_vectors(raw, self._index.signature) if raw else None
             if vectors is None:
                 continue  # put with index=False, or none of the indexed fields: listing only
@@ -498,7 +439,7 @@ class SmritiStore(BaseStore):
                 continue
             namespace, key = located
             if namespace not in entries_cache:
-                entries_cache[namespace] = self._live_entries(namespace, now)
+                entries_cache[namespace] = self._meta.live(namespace, now)
             entry = entries_cache[namespace].get(key)
             if entry is None or entry["id"] != result["id"]:
                 continue  # expired, or a replaced version being deleted
@@ -511,9 +452,9 @@ class SmritiStore(BaseStore):
         now = self._now()
         namespaces = [
             ns
-            for ns in self._namespaces()
+            for ns in self._meta.namespaces()
             if all(namespace_matches(ns, condition) for condition in op.match_conditions or ())
-            and self._live_entries(ns, now)
+            and self._meta.live(ns, now)
         ]
         if op.max_depth is not None:
             namespaces = list({ns[: op.max_depth] for ns in namespaces})
@@ -523,7 +464,7 @@ class SmritiStore(BaseStore):
     def _reindex_if_changed(self) -> None:
         """Re-embed every item when the index (model, dims, fields) differs from the last one."""
         with self._lock:
-            if self._graph_store.get_meta(_INDEX_META) != self._index.signature:
+            if self._meta.index_signature() != self._index.signature:
                 self._reindex()
 
     def reindex(self) -> int:
@@ -534,24 +475,22 @@ class SmritiStore(BaseStore):
     def _reindex(self) -> int:
         count = 0
         with self._lock:
-            for namespace in self._namespaces():
-                entries = self._entries(namespace)
+            for namespace in self._meta.namespaces():
+                entries = self._meta.entries(namespace)
                 by_id = {e["id"]: k for k, e in entries.items()}
                 for engram in self._graph_store.get_engrams(list(by_id)):
                     key = by_id[engram.id]
                     texts = self._index.texts(json.loads(engram.content), entries[key].get("index"))
                     if not texts:
-                        self._graph_store.delete_meta(_vector_key(namespace, key))
+                        self._meta.delete_vectors(namespace, key)
                         continue
                     vectors = self._index.checked(
                         self._index.embeddings.embed_documents([t for _, t in texts])
                     )
                     record = dict(zip([p for p, _ in texts], vectors, strict=True))
-                    self._graph_store.set_meta(
-                        _vector_key(namespace, key), encode_vectors(self._index.signature, record)
-                    )
+                    self._meta.set_vectors(namespace, key, encode_vectors(self._index.signature, record))
                     count += 1
-            self._graph_store.set_meta(_INDEX_META, self._index.signature)
+            self._meta.set_index_signature(self._index.signature)
         return count
 
     # ------------------------------------------------------------------ TTL
@@ -568,14 +507,14 @@ class SmritiStore(BaseStore):
         swept = 0
         with self._lock:
             now = self._now()
-            for namespace in self._namespaces():
-                entries = self._entries(namespace)
+            for namespace in self._meta.namespaces():
+                entries = self._meta.entries(namespace)
                 expired = [key for key, entry in entries.items() if is_expired(entry, now)]
                 for key in expired:
                     self._forget_engram(entries.pop(key)["id"])
-                    self._graph_store.delete_meta(_vector_key(namespace, key))
+                    self._meta.delete_vectors(namespace, key)
                 if expired:
-                    self._save_entries(namespace, entries)
+                    self._meta.save(namespace, entries)
                     swept += len(expired)
         return swept
 
