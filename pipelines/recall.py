@@ -42,7 +42,8 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 
 from smriti.nodes.associate import activate, conversation_context, episode_context, multi_hop
-from smriti.nodes.rank import demote_superseded, format_result, reinforce, score
+from smriti.nodes.rank import demote_superseded, format_result, score
+from smriti.nodes.rank import reinforce as reinforce_results
 from smriti.nodes.refine import (
     cross_reference,
     current_only,
@@ -79,8 +80,14 @@ def _after_current_only(state: RecallState) -> str:
     return "score" if state["mode"] == "search" else "seed_cluster"
 
 
-def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | None = None):
-    """Compile the recall graph; pass a checkpointer and ``interrupt_before`` to step through it."""
+def build_recall_graph(
+    checkpointer: Any = None, interrupt_before: list[str] | None = None, *, reinforce: bool = True
+):
+    """Compile the recall graph; pass a checkpointer and ``interrupt_before`` to step through it.
+
+    ``reinforce=False`` leaves out the reinforce step, for callers that keep only some of the
+    results and reinforce those themselves (the LangGraph store pages and filters them).
+    """
     builder = StateGraph(
         RecallState, context_schema=MemoryContext, input_schema=RecallInput, output_schema=RecallOutput
     )
@@ -106,7 +113,8 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     builder.add_node("current_only", current_only)
     builder.add_node("score", score)
     builder.add_node("demote_superseded", demote_superseded)
-    builder.add_node("reinforce", reinforce)
+    if reinforce:
+        builder.add_node("reinforce", reinforce_results)
     builder.add_node("format", format_result)
 
     builder.add_edge(START, "validate")
@@ -130,8 +138,11 @@ def build_recall_graph(checkpointer: Any = None, interrupt_before: list[str] | N
     builder.add_edge("dedupe", "cross_reference")
     builder.add_edge("cross_reference", "score")
     builder.add_edge("score", "demote_superseded")
-    builder.add_edge("demote_superseded", "reinforce")
-    builder.add_edge("reinforce", "format")
+    if reinforce:
+        builder.add_edge("demote_superseded", "reinforce")
+        builder.add_edge("reinforce", "format")
+    else:
+        builder.add_edge("demote_superseded", "format")
     builder.add_edge("format", END)
     return builder.compile(checkpointer=checkpointer, interrupt_before=interrupt_before, name="smriti_recall")
 

@@ -52,10 +52,11 @@ VALUE = {
 }
 
 
-def test_is_a_base_store_without_ttl(store):
-    assert isinstance(store, BaseStore) and store.supports_ttl is False
-    with pytest.raises(NotImplementedError):
-        store.put(("a",), "k", {"x": 1}, ttl=5)
+def test_is_a_base_store_with_ttl(store):
+    # TTLs used to be refused (supports_ttl False); LangGraph's contract has them (issue 26).
+    assert isinstance(store, BaseStore) and store.supports_ttl is True
+    store.put(("a",), "k", {"x": 1}, ttl=5)
+    assert store.get(("a",), "k").value == {"x": 1}
 
 
 def test_put_get_round_trips_the_value_exactly(store):
@@ -128,23 +129,27 @@ def _corpus(store):
     store.put(("other",), "pg2", {"text": "PostgreSQL billing invoices in another namespace", "stars": 1})
 
 
-def test_search_with_query_is_ordered_by_recall_score_within_the_prefix(store):
+def test_search_with_query_ranks_every_item_of_the_prefix_by_similarity(store):
+    # Similarity search (LangGraph's contract): every item under the prefix comes back, ranked;
+    # before issue 26 only the items associative recall reached did (now ranking="recall").
     _corpus(store)
     found = store.search(("docs",), query="PostgreSQL billing invoices", limit=10)
     assert all(isinstance(i, SearchItem) for i in found)
     assert found[0].key == "pg"
-    assert all(i.namespace[0] == "docs" for i in found)
+    assert {i.key for i in found} == {"pg", "kuzu", "duck", "curry"}
     scores = [i.score for i in found]
-    assert scores == sorted(scores, reverse=True) and all(0 < s <= 1 for s in scores)
+    assert scores == sorted(scores, reverse=True) and all(-1 <= s <= 1 for s in scores)
     food = store.search(("docs", "food"), query="coconut curry and PostgreSQL billing", limit=10)
     assert [(i.namespace, i.key) for i in food] == [(("docs", "food"), "curry")]
 
 
-def test_search_scores_match_smriti_recall_of_the_same_query(store, memory):
+def test_recall_ranking_scores_match_smriti_recall_of_the_same_query(store, memory):
     _corpus(store)
-    found = SmritiStore(memory, reinforce=False).search((), query="graph database Kuzu", limit=3)
+    recall_store = SmritiStore(memory, reinforce=False, ranking="recall")
+    found = recall_store.search((), query="graph database Kuzu", limit=3)
     recalled = memory.recall("graph database Kuzu", limit=3)["results"]
     assert [i.score for i in found] == pytest.approx([r["score"] for r in recalled], abs=1e-6)
+    assert [i.key for i in found] == [parse_source(r["source"])[1] for r in recalled]
 
 
 def test_search_filter_limit_and_offset(store):

@@ -3,9 +3,9 @@
 from datetime import UTC, datetime
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 
 from smriti.errors import InvalidInput
+from smriti.pipelines.checkpoint import checkpointer
 from smriti.pipelines.recall import build_recall_graph, recall_graph
 from smriti.pipelines.store import store_graph
 from smriti.stores.base import Association, Relation
@@ -176,7 +176,7 @@ def test_trace_lists_every_node_that_ran(topic_context):
 
 def test_step_through_with_checkpointer(topic_context):
     a = _store(topic_context, "alpha notes")
-    graph = build_recall_graph(checkpointer=InMemorySaver(), interrupt_before=["multi_hop"])
+    graph = build_recall_graph(checkpointer=checkpointer(), interrupt_before=["multi_hop"])
     config = {"configurable": {"thread_id": "t1"}}
     graph.invoke({"query": "alpha"}, config, context=topic_context)
     paused = graph.get_state(config)
