@@ -264,8 +264,10 @@ class Settings(BaseSettings):
         default=0.5, ge=0, le=1, description="relevance lost outside the time window the query names"
     )
     # Memory Fabric traversal entity -> relation -> entity (nodes/relations.py).
+    # Off by default, as multi-hop below: neither moved recall by a tenth of a point on LoCoMo
+    # (tuning and held-out conversations) or HotpotQA (bench/RESULTS.md, "The graph's stages").
     relation_traversal: bool = Field(
-        default=True, description="follow RelatesTo from the query's entities (Memory Fabric traversal)"
+        default=False, description="follow RelatesTo from the query's entities (Memory Fabric traversal)"
     )
     relation_depth: int = Field(default=2, ge=0, le=4, description="relations followed from a query entity")
     relation_seeds: int = Field(
@@ -284,7 +286,7 @@ class Settings(BaseSettings):
         description="a traversal candidate's relevance is at least best direct relevance * weight ** depth",
     )
     hop_penalty: float = Field(default=0.7, gt=0, le=1, description="score factor per hop of expansion")
-    max_hops: int = Field(default=2, ge=0, le=5)
+    max_hops: int = Field(default=0, ge=0, le=5, description="multi-hop expansion over AssociatedWith (0: off)")
     cross_cluster_penalty: float = Field(default=0.5, gt=0, le=1)
     reinforce_boost: float = Field(default=0.05, ge=0, le=1)
     associate_top_k: int = Field(default=5, ge=0)

@@ -73,8 +73,9 @@ PLAIN_BM25 = "BM25, plain words"
 # Each stage off in turn (``--ablation``); conversation context needs sources, which passages lack.
 ABLATIONS = {
     "+ spreading activation (graph_activation=true; off by default)": {"graph_activation": True},
-    "- multi-hop expansion (max_hops=0)": {"max_hops": 0},
-    "- relation traversal (relation_traversal=false)": {"relation_traversal": False},
+    "+ multi-hop expansion (max_hops=2; off by default)": {"max_hops": 2},
+    "+ relation traversal (relation_traversal=true; off by default)": {"relation_traversal": True},
+    "- cross-reference boost (boost 1.0)": {"memory_fabric_boost_factor": 1.0},
 }
 TRACE_STEPS = ("cue_traverse", "vector_search", "fulltext_search", "gather", "cross_reference", "score")
 

@@ -26,7 +26,9 @@ FILLER = [
 
 
 def _settings_for(db_type: str, base: Settings, request: pytest.FixtureRequest, **extra: Any) -> Settings:
-    update: dict[str, Any] = {"db_type": db_type, **extra}
+    # The traversal and multi-hop are off by default (both measured 0.0 on recall): these tests
+    # turn them on, as the specification's example describes its pipeline.
+    update: dict[str, Any] = {"db_type": db_type, "relation_traversal": True, "max_hops": 2, **extra}
     if db_type == "falkordb":
         _, port = request.getfixturevalue("falkor_server")
         update |= {
