@@ -61,7 +61,7 @@ def check_tool_schemas(tools) -> None:
     assert required == []
     assert [props[name]["default"] for name in props] == ["", 5, "recall", None, False, False]
     assert props["mode"]["enum"] == ["recall", "search", "list"]
-    assert (props["limit"]["minimum"], props["limit"]["maximum"]) == (1, 1000)
+    assert (props["limit"]["minimum"], props["limit"]["maximum"]) == (1, 20)  # what the server accepts
     memory_types = [option.get("enum") for option in props["memory_type"]["anyOf"]]
     assert ["episodic", "semantic", "procedural"] in memory_types
 

@@ -45,13 +45,22 @@ class Setup:
         return Path(server.stderr.name).read_text(errors="replace")
 
 
-@pytest.fixture(params=MODES)
-def setup(request, tmp_path) -> Iterator[Setup]:
-    one = Setup(tmp_path / "store", request.param)
+def _running(location: Path, mode: str) -> Iterator[Setup]:
+    one = Setup(location, mode)
     yield one
     for server in one.started:
         server.stop()
     one.shared.kill()  # the shared server this test started, if any
+
+
+@pytest.fixture(params=MODES)
+def setup(request, tmp_path) -> Iterator[Setup]:
+    yield from _running(tmp_path / "store", request.param)
+
+
+@pytest.fixture
+def shared_setup(tmp_path) -> Iterator[Setup]:
+    yield from _running(tmp_path / "store", "shared")
 
 
 def store_call(message_id: int | str, content: str) -> tuple[int | str, str, dict]:
@@ -267,3 +276,99 @@ def test_fuzz_every_request_line_gets_exactly_one_answer(setup):
     assert {key: n for key, n in counts.items() if key is not None and n != 1} == {}
     assert set(sent) <= set(counts)
     assert server.process.poll() is None
+
+
+# ----------------------------------------------------------------------------- the MCP surface
+def updates(server: RawServer, start: int) -> list[str]:
+    """The URIs of the resource-updated notifications received since reply ``start``."""
+    return [
+        reply["params"]["uri"]
+        for reply in server.replies[start:]
+        if reply.get("method") == "notifications/resources/updated"
+    ]
+
+
+def wait_for_updates(server: RawServer, start: int, expected: set[str], timeout: float = 20) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while set(updates(server, start)) < expected and time.monotonic() < deadline:
+        server.request(f"ping-{time.monotonic()}", "ping")  # collects what came meanwhile
+        time.sleep(0.05)
+    return updates(server, start)
+
+
+def test_logging_and_classic_subscriptions_on_protocol_2025_06_18(setup):
+    server = setup.start()
+    capabilities = server.initialize()["result"]["capabilities"]
+    assert capabilities["logging"] == {} and capabilities["resources"]["subscribe"] is True
+    assert server.request(1, "logging/setLevel", {"level": "debug"})["result"] == {}
+    assert server.request(2, "logging/setLevel", {"level": "loud"})["error"]["code"] == -32602
+    assert server.request(3, "resources/subscribe", {"uri": "memory://nothing"})["error"]["code"] == -32602
+    for number, uri in enumerate(["memory://stats", "memory://recent"], start=4):
+        assert server.request(number, "resources/subscribe", {"uri": uri})["result"] == {}
+    start = len(server.replies)
+    assert server.request(*store_call(6, "Lena subscribes to memory stats."))["result"]["isError"] is False
+    assert sorted(wait_for_updates(server, start, {"memory://stats", "memory://recent"})) == [
+        "memory://recent",
+        "memory://stats",
+    ]  # once each, and not memory://graph, which nobody subscribed to
+    assert server.request(7, "resources/unsubscribe", {"uri": "memory://recent"})["result"] == {}
+    memory_id = listed_ids(server)[0]
+    start = len(server.replies)
+    forget = {"name": "smriti_manage", "arguments": {"action": "forget", "memory_id": memory_id}}
+    assert server.request(8, "tools/call", forget)["result"]["isError"] is False
+    assert wait_for_updates(server, start, {"memory://stats"}) == ["memory://stats"]
+    start = len(server.replies)
+    server.request(9, "tools/call", {"name": "smriti_recall", "arguments": {"query": "memory"}})
+    server.request(10, "ping")
+    assert updates(server, start) == []  # a recall changes no resource
+
+
+def listed_ids(server: RawServer) -> list[str]:
+    reply = server.request("ids", "tools/call", {"name": "smriti_recall", "arguments": {"mode": "list"}})
+    ids = [item["id"] for item in reply["result"]["structuredContent"]["results"]]
+    server.replies = [r for r in server.replies if r.get("id") != "ids"]  # the id can be used again
+    return ids
+
+
+def test_another_client_of_the_shared_server_is_told_of_a_store(shared_setup):
+    setup = shared_setup
+    watcher, writer = setup.start(), setup.start()
+    watcher.initialize()
+    writer.initialize()
+    assert watcher.request(1, "resources/subscribe", {"uri": "memory://recent"})["result"] == {}
+    start = len(watcher.replies)
+    assert writer.request(*store_call(2, "Mia writes, Noor watches."))["result"]["isError"] is False
+    assert wait_for_updates(watcher, start, {"memory://recent"}) == ["memory://recent"]
+
+
+def test_the_limit_schema_is_what_the_server_accepts_and_errors_are_plain_words(setup):
+    server = setup.start()
+    server.initialize()
+    tools = {tool["name"]: tool for tool in server.request(1, "tools/list")["result"]["tools"]}
+    limit = tools["smriti_recall"]["inputSchema"]["properties"]["limit"]
+    assert (limit["minimum"], limit["maximum"]) == (1, 20)  # MEMORY_FABRIC_MAX_RESULTS' default
+
+    def error(number: int, name: str, arguments: dict) -> str:
+        result = server.request(number, "tools/call", {"name": name, "arguments": arguments})["result"]
+        assert result["isError"] is True, result
+        return result["content"][0]["text"]
+
+    assert (
+        error(2, "smriti_recall", {"limit": 21})
+        == "limit must be at most 20 (MEMORY_FABRIC_MAX_RESULTS), got 21"
+    )
+    assert error(3, "smriti_recall", {"limit": 0}) == "limit must be at least 1, got 0"
+    assert error(4, "smriti_recall", {"limit": "many"}) == "limit must be a whole number"
+    assert error(5, "smriti_store", {"content": "x", "importance": "high"}) == "importance must be a number"
+    assert error(6, "smriti_store", {}) == "content is required"
+    assert error(7, "smriti_recall", {"mode": "deep"}) == "mode must be one of 'recall', 'search' or 'list'"
+    for text in [error(8, "smriti_recall", {"limit": 20.5}), error(9, "smriti_manage", {"action": "x"})]:
+        assert "pydantic" not in text and "http" not in text and "validation error" not in text, text
+    assert (
+        server.request(10, "tools/call", {"name": "smriti_recall", "arguments": {"limit": 20}})["result"][
+            "isError"
+        ]
+        is False
+    )
+    annotations = tools["smriti_manage"]["annotations"]
+    assert annotations["destructiveHint"] is True and annotations["idempotentHint"] is False
