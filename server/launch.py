@@ -29,6 +29,7 @@ from smriti.errors import SmritiError
 from smriti.runtime import startup_error
 from smriti.server.app import build_server
 from smriti.server.auth import HttpAuth, plan_http_auth, serve_resource_metadata
+from smriti.server.http_limits import uvicorn_limits
 from smriti.server.logs import configure_logging
 from smriti.server.stdio import run_stdio
 
@@ -77,7 +78,9 @@ async def _serve_http(
         serve_resource_metadata(app, auth)
     log_level = settings.log_level
     # log_config=None: uvicorn's default config would send access logs to stdout.
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower(), log_config=None)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level.lower(), log_config=None, **uvicorn_limits(settings)
+    )
     # uvicorn handles SIGINT/SIGTERM itself and runs the lifespan shutdown (final sync, close),
     # then re-raises the signal under the handler it found: make that a no-op, so a clean
     # shutdown exits 0 instead of dying from the re-raised signal.

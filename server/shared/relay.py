@@ -65,7 +65,10 @@ class RestartingTransport(httpx2.AsyncHTTPTransport):
     """
 
     def __init__(self, settings: Settings, paths: SharedPaths) -> None:
-        super().__init__(uds=str(paths.socket))
+        # Idle connections are let go well before the server closes them (HTTP_KEEP_ALIVE_TIMEOUT),
+        # so a request never goes out on a connection the server is closing.
+        limits = httpx2.Limits(keepalive_expiry=settings.http_keep_alive_timeout / 2)
+        super().__init__(uds=str(paths.socket), limits=limits)
         self.settings = settings
         self.unknown_session: set[Any] = set()
         self.attempted: set[Any] = set()  # ids of the messages this transport began to send
