@@ -174,6 +174,18 @@ class Settings(BaseSettings):
     max_open_users: int = Field(
         default=64, ge=0, description="multi-user HTTP: most users' memories open at once (0: no cap)"
     )
+    # Idle sockets cost a file descriptor and memory each; uvicorn alone never times out a
+    # connection that has not sent a request (server/http_limits.py).
+    http_keep_alive_timeout: float = Field(
+        default=5.0,
+        gt=0,
+        description="HTTP (streamable-http and the shared server): seconds an idle connection stays open",
+    )
+    http_max_connections: int = Field(
+        default=1000,
+        ge=0,
+        description="HTTP: most connections and requests at once; past it requests get 503 (0: no cap)",
+    )
 
     # --- consolidation --------------------------------------------------------------------
     consolidation_interval: int = Field(default=3600, ge=0)

@@ -90,10 +90,20 @@ def check_memory_type(memory_type: Any) -> str | None:
     return memory_type
 
 
+LIMIT_MINIMUM = 1  # the fewest results a recall may ask for; the most is MEMORY_FABRIC_MAX_RESULTS
+
+
+def limit_schema(maximum: int) -> dict[str, Any]:
+    """The JSON schema of a recall ``limit``: exactly what :func:`check_limit` accepts."""
+    return {"type": "integer", "minimum": LIMIT_MINIMUM, "maximum": maximum}
+
+
 def check_limit(limit: Any, maximum: int) -> int:
-    """An integer (not a bool) from 1 to ``maximum``."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= maximum:
-        raise InvalidInput(
-            f"limit must be an integer from 1 to {maximum} (MEMORY_FABRIC_MAX_RESULTS), got {limit!r}"
-        )
+    """An integer (not a bool) from ``LIMIT_MINIMUM`` to ``maximum`` (MEMORY_FABRIC_MAX_RESULTS)."""
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvalidInput(f"limit must be a whole number from {LIMIT_MINIMUM} to {maximum}, got {limit!r}")
+    if limit < LIMIT_MINIMUM:
+        raise InvalidInput(f"limit must be at least {LIMIT_MINIMUM}, got {limit}")
+    if limit > maximum:
+        raise InvalidInput(f"limit must be at most {maximum} (MEMORY_FABRIC_MAX_RESULTS), got {limit}")
     return limit

@@ -61,6 +61,8 @@ from smriti.server.schemas import (
     RecallResult,
     StoreResult,
 )
+from smriti.server.subscriptions import register_classic_surface
+from smriti.server.tool_errors import SmritiServer
 from smriti.server.users import UserRuntimes
 from smriti.validators import (
     MemoryType,
@@ -70,6 +72,7 @@ from smriti.validators import (
     check_memory_type,
     check_mode,
     check_occurred_at,
+    limit_schema,
 )
 from smriti.validators import RecallMode as Mode
 
@@ -158,17 +161,21 @@ def _check[T](check: Callable[..., T], *args: Any) -> T:
 
 # ----------------------------------------------------------------------------- the tools
 async def memories_changed(ctx: ToolContext) -> None:
-    """Tell listening clients (``subscriptions/listen``) that the memory resources changed.
+    """Tell listening clients that the memory resources changed.
 
-    Called after a store, a forget and a consolidation. A client that shows memory://recent or
-    memory://stats re-reads them instead of polling. A notification that cannot be sent (no
-    listener bus on this connection) changes nothing about the call that made the change.
+    Called after a store, a forget and a consolidation: to ``subscriptions/listen`` streams
+    (protocol 2026-07-28) and to the sessions of this user that sent ``resources/subscribe``
+    (earlier protocols, :mod:`smriti.server.subscriptions`). A client that shows memory://recent
+    or memory://stats re-reads them instead of polling. A notification that cannot be sent
+    changes nothing about the call that made the change.
     """
     for uri in MEMORY_RESOURCES:
         try:
             await ctx.notify_resource_updated(uri)
         except Exception as error:  # the change itself is done and acknowledged
             logger.debug("could not notify %s: %s", uri, error)
+    runtimes = ctx.request_context.lifespan_context
+    await runtimes.subscribers.notify(runtimes.user_key(ctx.request_context.request), MEMORY_RESOURCES)
 
 
 async def smriti_store(
@@ -214,8 +221,9 @@ async def smriti_store(
 async def smriti_recall(
     ctx: ToolContext,
     query: Annotated[str, Field(description="Natural-language question or keywords")] = "",
-    # 1000 is MEMORY_FABRIC_MAX_RESULTS's own ceiling; the configured maximum is checked below.
-    limit: Annotated[int, Field(ge=1, le=1000, description="Maximum number of results")] = 5,
+    # No bounds here: build_server writes the schema's from the settings (validators.limit_schema),
+    # and check_limit below enforces the same ones, in plain words.
+    limit: Annotated[int, Field(description="Maximum number of results")] = 5,
     mode: Annotated[
         Mode, Field(description="recall (deep), search (vector only) or list (recent)")
     ] = "recall",
@@ -308,7 +316,10 @@ TOOLS: tuple[tuple[Callable[..., Any], str, str, ToolAnnotations], ...] = (
         smriti_manage,
         "Manage memory",
         MANAGE_DESCRIPTION,
-        ToolAnnotations(read_only_hint=False, destructive_hint=True),
+        # Annotations are per tool, and forget deletes: destructive (the MCP hint means "may
+        # perform destructive updates"), not idempotent (consolidate and sync change state each
+        # run). stats alone is read-only: memory://stats serves it without a confirmation.
+        ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
     ),
 )
 
@@ -366,7 +377,7 @@ def build_server(
             if on_shutdown is not None:
                 on_shutdown()
 
-    server = MCPServer(
+    server = SmritiServer(
         "smriti",
         title="Smriti memory",
         instructions=INSTRUCTIONS,
@@ -378,9 +389,21 @@ def build_server(
     )
     for tool, title, description, hints in TOOLS:
         server.add_tool(tool, name=tool.__name__, title=title, description=description, annotations=hints)
+    _bound_limit(server, settings.memory_fabric_max_results)
     register_resources(server, lambda: opened[0].using_request(None))
+    # why the private attribute: MCPServer serves neither method; the SDK points at the
+    # low-level server's add_request_handler for them (mcp 2.3, server/extension.py).
+    register_classic_surface(server._lowlevel_server, MEMORY_RESOURCES)
     add_health_route(server, __version__)
     return server
+
+
+def _bound_limit(server: MCPServer, maximum: int) -> None:
+    """Advertise recall's ``limit`` bounds as the server enforces them (one definition)."""
+    # why the private attribute: MCPServer has no public way to amend a registered tool's schema.
+    tool = server._tool_manager.get_tool("smriti_recall")
+    assert tool is not None
+    tool.parameters["properties"]["limit"].update(limit_schema(maximum))
 
 
 def _open_ready(settings: Settings, user: str | None) -> Runtime:

@@ -16,8 +16,10 @@ Tokens a request may carry:
   (SMRITI_AUTH_AUDIENCE, default the resource URL) and expiry; the user is the
   SMRITI_AUTH_USER_CLAIM claim (default ``sub``).
 
-Without an external issuer the metadata names the server's own origin as the authorization
-server (the SDK's metadata requires one); it issues no tokens, so only static tokens work then.
+Without an external issuer the metadata names no authorization server (RFC 9728 makes
+``authorization_servers`` optional; the SDK's route always names one, so
+:func:`serve_resource_metadata` replaces it): naming the server's own origin, which issues no
+tokens, sent OAuth clients such as the MCP Inspector into a login flow against a 404.
 
 Policy (:func:`plan_http_auth`): serving without authentication needs ``--no-auth`` and a loopback
 bind; anything else without a configured token source is refused before the server starts.
@@ -217,6 +219,7 @@ class HttpAuth:
 
     verifier: SmritiTokenVerifier
     settings: AuthSettings
+    issuer: str = ""  # the external authorization server; empty: static tokens only
 
     @property
     def resource_url(self) -> str:
@@ -279,7 +282,42 @@ def plan_http_auth(settings: Settings, host: str, port: int, no_auth: bool) -> H
         )
     except ValueError as error:
         raise SettingsError(f"SMRITI_RESOURCE_URL or SMRITI_AUTH_ISSUER_URL is not a URL: {error}") from None
-    return HttpAuth(SmritiTokenVerifier(table, jwt_tokens), auth_settings)
+    return HttpAuth(SmritiTokenVerifier(table, jwt_tokens), auth_settings, issuer)
+
+
+def serve_resource_metadata(app: Any, auth: HttpAuth) -> None:
+    """Without an issuer, make the protected-resource metadata name no authorization server.
+
+    ``app`` is the Starlette app of ``streamable_http_app()``; its SDK route at
+    ``/.well-known/oauth-protected-resource/…`` is replaced by one that describes the resource
+    and its bearer header only. With an issuer the SDK's route (naming it) stays.
+    """
+    if auth.issuer:
+        return
+    from mcp.server.auth.routes import build_resource_metadata_url, cors_middleware
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    resource = auth.settings.resource_server_url
+    assert resource is not None  # plan_http_auth always sets it
+    path = urlsplit(str(build_resource_metadata_url(resource))).path
+    body = {
+        "resource": str(resource),
+        "bearer_methods_supported": ["header"],
+        "resource_name": "Smriti memory",
+    }
+
+    async def metadata(_: Request) -> Response:
+        return JSONResponse(body, headers={"Cache-Control": "public, max-age=3600"})
+
+    ours = Route(path, endpoint=cors_middleware(metadata, ["GET", "OPTIONS"]), methods=["GET", "OPTIONS"])
+    routes = app.router.routes
+    found = [i for i, route in enumerate(routes) if getattr(route, "path", None) == path]
+    if found:
+        routes[found[0]] = ours
+    else:
+        routes.append(ours)
 
 
 def add_health_route(server: Any, version: str) -> None:

@@ -28,7 +28,8 @@ from smriti.config import Settings, load_settings
 from smriti.errors import SmritiError
 from smriti.runtime import startup_error
 from smriti.server.app import build_server
-from smriti.server.auth import HttpAuth, plan_http_auth
+from smriti.server.auth import HttpAuth, plan_http_auth, serve_resource_metadata
+from smriti.server.http_limits import uvicorn_limits
 from smriti.server.logs import configure_logging
 from smriti.server.stdio import run_stdio
 
@@ -67,12 +68,19 @@ async def _serve_stdio(server: MCPServer, closed: threading.Event) -> None:
         outer.cancel_scope.cancel()
 
 
-async def _serve_http(server: MCPServer, host: str, port: int, log_level: str) -> None:
+async def _serve_http(
+    server: MCPServer, host: str, port: int, settings: Settings, auth: HttpAuth | None
+) -> None:
     import uvicorn
 
     app = server.streamable_http_app(host=host)
+    if auth is not None:
+        serve_resource_metadata(app, auth)
+    log_level = settings.log_level
     # log_config=None: uvicorn's default config would send access logs to stdout.
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower(), log_config=None)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level.lower(), log_config=None, **uvicorn_limits(settings)
+    )
     # uvicorn handles SIGINT/SIGTERM itself and runs the lifespan shutdown (final sync, close),
     # then re-raises the signal under the handler it found: make that a no-op, so a clean
     # shutdown exits 0 instead of dying from the re-raised signal.
@@ -125,7 +133,7 @@ def serve(
     if transport == "stdio":
         runner = functools.partial(_serve_stdio, server, closed)
     else:
-        runner = functools.partial(_serve_http, server, host, port, settings.log_level)
+        runner = functools.partial(_serve_http, server, host, port, settings, auth)
     try:
         anyio.run(runner)
     except KeyboardInterrupt:

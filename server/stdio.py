@@ -1,23 +1,44 @@
-"""The stdio transport, with a JSON-RPC error for every line that is not a message.
+"""The stdio transport, answering every line that is a request, even a malformed one.
 
 The SDK's stdio transport parses each line and, when parsing fails, hands the exception to
 the session, which logs it and answers nothing: a client that sent invalid JSON, a batch
-array (batches left the protocol in 2025-06-18) or a message nested too deep waits for its
-own timeout. JSON-RPC 2.0 asks for a reply with ``"id": null``: -32700 (parse error) when
-the line is not JSON, -32600 (invalid request) when it is JSON but not a message.
+array (batches left the protocol in 2025-06-18), a lone UTF-16 surrogate escape (valid JSON,
+refused by pydantic's parser) or a message nested too deep waits for its own timeout. So this
+module reads stdin itself (the SDK still writes stdout) and reads each line as follows:
+
+- bytes that are not UTF-8 become U+FFFD, as the SDK's reader does;
+- a lone surrogate escape (``"\\udaee"``, typically an emoji cut in half) becomes U+FFFD too,
+  so a memory with one is stored rather than refused;
+- a line that is still not a message is answered as JSON-RPC 2.0 asks: -32700 (parse error)
+  when it is not JSON, -32600 (invalid request) when it is JSON but not a message, with the
+  request's ``id`` when the line is an object with a ``method`` and a usable id (a string or
+  an integer), else with ``"id": null``;
+- a blank line carries nothing and is skipped.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import logging
+import os
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from mcp_types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    jsonrpc_message_adapter,
+)
 from pydantic import ValidationError
 
 if TYPE_CHECKING:
@@ -26,43 +47,162 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("smriti.server")
 
+ANSWER_GRACE = 0.5  # seconds the answers to the last requests get once stdin has ended
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
-def error_reply(problem: Exception) -> SessionMessage:
-    """The JSON-RPC error answering a line that could not be read as a message."""
-    not_json = isinstance(problem, ValidationError) and any(
-        error["type"] == "json_invalid" for error in problem.errors()
+
+class _Unreadable(Exception):
+    """A line that is no message; ``reply`` answers it."""
+
+    def __init__(self, reply: JSONRPCError, why: str) -> None:
+        super().__init__(why)
+        self.reply = reply
+
+
+def _error(code: int, message: str, message_id: str | int | None = None) -> _Unreadable:
+    return _Unreadable(
+        JSONRPCError(jsonrpc="2.0", id=message_id, error=ErrorData(code=code, message=message)), message
     )
-    if not_json:
-        error = ErrorData(code=PARSE_ERROR, message="Parse error: the line is not valid JSON")
-    else:
-        error = ErrorData(
-            code=INVALID_REQUEST,
-            message="Invalid request: not a JSON-RPC 2.0 message (batches are not supported)",
-        )
-    return SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error))
+
+
+def _replace_surrogates(value: Any) -> Any:
+    """``value`` (parsed JSON) with every lone surrogate in its strings and keys made U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_replace_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_replace_surrogates(key): _replace_surrogates(item) for key, item in value.items()}
+    return value
+
+
+def _request_id(value: Any) -> str | int | None:
+    """The id to answer an invalid ``value`` with: a request's own, when it has a usable one."""
+    if not isinstance(value, dict) or "method" not in value:
+        return None  # a client's malformed response or no message at all: no id of ours to answer
+    key = value.get("id")
+    return key if isinstance(key, str) or (isinstance(key, int) and not isinstance(key, bool)) else None
+
+
+def read_message(raw: bytes) -> SessionMessage | None:
+    """One stdin line as a message; None for a blank line.
+
+    Raises:
+        _Unreadable: the line is no message; its ``reply`` is the JSON-RPC error to send.
+    """
+    text = raw.decode("utf-8", errors="replace")
+    if not text.strip():
+        return None
+    try:
+        return SessionMessage(jsonrpc_message_adapter.validate_json(text, by_name=False))
+    except ValidationError:
+        pass  # read it again, more slowly, to repair it or to find the id to answer
+    try:
+        value = _replace_surrogates(json.loads(text))
+    except (ValueError, RecursionError):
+        raise _error(PARSE_ERROR, "Parse error: the line is not valid JSON") from None
+    message_id = _request_id(value)
+    try:
+        message = jsonrpc_message_adapter.validate_json(json.dumps(value, ensure_ascii=False), by_name=False)
+    except (ValidationError, RecursionError):
+        detail = "not a JSON-RPC 2.0 message"
+        if not isinstance(value, dict):
+            detail += " (a message is one JSON object; batches are not supported)"
+        raise _error(INVALID_REQUEST, f"Invalid request: {detail}", message_id) from None
+    if _SURROGATE_ESCAPE.search(text):
+        logger.warning("a message carried a lone UTF-16 surrogate: replaced with U+FFFD")
+    return SessionMessage(message)
+
+
+class _NoLines:
+    """Stands in for the SDK's stdin (read here instead): no lines at all."""
+
+    def __aiter__(self) -> _NoLines:
+        return self
+
+    async def __anext__(self) -> str:
+        raise StopAsyncIteration
+
+
+@asynccontextmanager
+async def _claimed_stdin() -> AsyncIterator[anyio.AsyncFile[bytes]]:
+    """Read the wire from a private copy of fd 0 while fd 0 itself reads the null device.
+
+    As the SDK does for its own reader: a child process (git for backups, the shared server)
+    must not read the client's messages. The copy is never closed: a worker thread may still
+    block on it after the transport ends.
+    """
+    private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    try:
+        yield anyio.wrap_file(os.fdopen(private, "rb", closefd=False))
+    finally:
+        os.dup2(private, 0)
 
 
 @asynccontextmanager
 async def answering_stdio() -> AsyncIterator[
     tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 ]:
-    """The SDK's stdio streams, minus unreadable lines, which are answered here instead."""
-    async with stdio_server() as (incoming, outgoing):
-        readable_send, readable = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    """Messages read from stdin and a stream to stdout; unreadable lines are answered here.
 
-        async def sort_lines() -> None:
+    When stdin ends, the stream of messages ends once every request passed on has been
+    answered, or after ``ANSWER_GRACE`` seconds: ``printf '...' | smriti-mcp`` gets its answers,
+    and a client that went away does not keep the process. Leaving the context writes what
+    was sent and closes stdout's stream, so the SDK's writer ends with it.
+    """
+    async with (
+        _claimed_stdin() as lines,
+        stdio_server(stdin=cast("anyio.AsyncFile[str]", _NoLines())) as (_, outgoing),
+    ):
+        readable_send, readable = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        answers, answers_out = anyio.create_memory_object_stream[SessionMessage](0)
+        in_flight: set[Any] = set()  # ids of the requests passed on and not answered yet
+
+        async def read_lines() -> None:
             async with readable_send:
-                async for item in incoming:
-                    if isinstance(item, Exception):
-                        logger.warning("unreadable message on stdin: %s", str(item).splitlines()[0])
-                        await outgoing.send(error_reply(item))
-                    else:
-                        await readable_send.send(item)
+                async for raw in lines:
+                    try:
+                        message = read_message(raw)
+                    except _Unreadable as problem:
+                        logger.warning("unreadable message on stdin: %s", problem)
+                        await answers.send(SessionMessage(problem.reply))
+                        continue
+                    if message is None:
+                        continue
+                    if isinstance(message.message, JSONRPCRequest):
+                        in_flight.add(message.message.id)
+                    await readable_send.send(message)
+                with anyio.move_on_after(ANSWER_GRACE):
+                    while in_flight:
+                        await anyio.sleep(0.02)
+
+        async def write_answers() -> None:
+            async with answers_out:
+                async for item in answers_out:
+                    await outgoing.send(item)
+                    if isinstance(item.message, JSONRPCResponse | JSONRPCError):
+                        in_flight.discard(item.message.id)
 
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(sort_lines)
-            yield readable, outgoing
-            tasks.cancel_scope.cancel()
+            reading = anyio.CancelScope()
+
+            async def read_until_stopped() -> None:
+                with reading:
+                    await read_lines()
+
+            tasks.start_soon(read_until_stopped)
+            tasks.start_soon(write_answers)
+            try:
+                yield readable, answers
+            finally:
+                reading.cancel()  # its thread may be blocked on stdin
+                answers.close()  # the writer writes what was sent, then stops
+                tasks.cancel_scope.deadline = anyio.current_time() + 1.0  # unless stdout is stuck
+        await outgoing.aclose()
 
 
 async def run_stdio(server: MCPServer) -> None:

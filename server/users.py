@@ -36,6 +36,7 @@ import anyio.abc
 from smriti.errors import InvalidInput, TooManyUsers
 from smriti.runtime import Runtime
 from smriti.server.auth import request_user
+from smriti.server.subscriptions import ResourceSubscribers
 
 logger = logging.getLogger("smriti.server")
 
@@ -86,6 +87,7 @@ class UserRuntimes:
         self._background: dict[str | None, _Background] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
         self._on_open: OnOpen | None = None
+        self.subscribers = ResourceSubscribers()  # resources/subscribe, per user (server/subscriptions.py)
 
     def opened(self) -> list[Runtime]:
         return list(self._runtimes.values())
@@ -123,6 +125,11 @@ class UserRuntimes:
         """Open ``user``'s runtime now (the single user's, at start) without holding it."""
         async with self.using(user) as runtime:
             return runtime
+
+    def user_key(self, request: Any) -> str | None:
+        """The user ``request`` is served as without opening anything (None: the single user,
+        or no authenticated user)."""
+        return request_user(request) if self.multi_user else None
 
     async def take_for_request(self, request: Any) -> tuple[str | None, Runtime]:
         """The user ``request`` was authenticated as and its runtime, held until :meth:`release`.

@@ -105,7 +105,11 @@ def test_protected_resource_metadata_and_health_need_no_token(server):
     assert metadata.status_code == 200
     body = metadata.json()
     assert body["resource"] == running.url
-    assert body["authorization_servers"] and body["bearer_methods_supported"] == ["header"]
+    assert body["bearer_methods_supported"] == ["header"]
+    # No issuer configured: no authorization server is named (naming the server's own origin,
+    # which issues no tokens, sent OAuth clients into a login flow against a 404).
+    assert "authorization_servers" not in body, body
+    assert httpx2.get(f"{running.base}/.well-known/oauth-authorization-server", timeout=10).status_code == 404
     health = httpx2.get(f"{running.base}/health", timeout=10)
     from smriti import __version__
 

@@ -426,6 +426,7 @@ def test_the_readme_block_and_the_examples_name_one_memory_for_every_client():
     block = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
     (entry,) = block["mcpServers"].values()
     assert Path(entry["command"]).name == "smriti-mcp"
+    assert entry["args"] == []  # langchain-mcp-adapters refuses a stdio entry without args
     assert {"ACCESSING_USER", "STORAGE_LOCATION"} <= set(entry["env"])
     assert "SMRITI_SHARED" not in entry["env"]  # the default: shared
     places = set()

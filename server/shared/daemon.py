@@ -33,6 +33,7 @@ import anyio
 
 from smriti.config import load_settings
 from smriti.errors import NotFound, SmritiError, StoreError, UserError
+from smriti.server.http_limits import uvicorn_limits
 from smriti.server.shared.client import (
     SharedPaths,
     prepare_folders,
@@ -212,6 +213,7 @@ def run(settings: Settings) -> None:
         log_level=settings.log_level.lower(),
         log_config=None,  # uvicorn's own config would log to stdout
         timeout_graceful_shutdown=3,  # attached relays' open streams must not hold the exit
+        **uvicorn_limits(settings),
     )
     userver = holder["uvicorn"] = uvicorn.Server(config)
     # A line per HTTP request would grow the log by the thousand in a day of use.

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("smriti.server.shared.relay")
 
 _REPLAY_ID = "smriti-relay-initialize"
+END_SESSION_WITHIN = 0.4  # seconds to close the session once stdin has ended and been answered
 _MAX_BARREN_SESSIONS = 3  # sessions lost in a row before a message came back: give up on the unsent
 
 
@@ -64,7 +65,10 @@ class RestartingTransport(httpx2.AsyncHTTPTransport):
     """
 
     def __init__(self, settings: Settings, paths: SharedPaths) -> None:
-        super().__init__(uds=str(paths.socket))
+        # Idle connections are let go well before the server closes them (HTTP_KEEP_ALIVE_TIMEOUT),
+        # so a request never goes out on a connection the server is closing.
+        limits = httpx2.Limits(keepalive_expiry=settings.http_keep_alive_timeout / 2)
+        super().__init__(uds=str(paths.socket), limits=limits)
         self.settings = settings
         self.unknown_session: set[Any] = set()
         self.attempted: set[Any] = set()  # ids of the messages this transport began to send
@@ -161,21 +165,27 @@ class Relay:
         self.transport = RestartingTransport(self.settings, paths)
         outcome = {"eof": False}
         try:
-            async with (
-                httpx2.AsyncClient(transport=self.transport, timeout=httpx2.Timeout(30.0, read=None)) as http,
-                streamable_http_client(MCP_URL, http_client=http) as (read, write),
-                anyio.create_task_group() as tasks,
-            ):
-                if self.initialized:
-                    await self._replay_initialize(read, write)
-                tasks.start_soon(self._down, read, tasks.cancel_scope)
-                while self.unsent:
-                    await self._send(write, self.unsent.pop(0))
-                async for item in stdin:
-                    if isinstance(item, SessionMessage):
-                        await self._send(write, item)
-                outcome["eof"] = True
-                tasks.cancel_scope.cancel()
+            with anyio.CancelScope() as session:
+                async with (
+                    httpx2.AsyncClient(
+                        transport=self.transport, timeout=httpx2.Timeout(30.0, read=None)
+                    ) as http,
+                    streamable_http_client(MCP_URL, http_client=http) as (read, write),
+                    anyio.create_task_group() as tasks,
+                ):
+                    if self.initialized:
+                        await self._replay_initialize(read, write)
+                    tasks.start_soon(self._down, read, tasks.cancel_scope)
+                    while self.unsent:
+                        await self._send(write, self.unsent.pop(0))
+                    async for item in stdin:
+                        if isinstance(item, SessionMessage):
+                            await self._send(write, item)
+                    outcome["eof"] = True  # and the last answers are written (answering_stdio)
+                    # The client is gone: end the session (the SDK's DELETE on leaving), but
+                    # never wait on the server more than END_SESSION_WITHIN for that.
+                    session.deadline = anyio.current_time() + END_SESSION_WITHIN
+                    tasks.cancel_scope.cancel()
         except Exception as error:  # the transport failed (inside exception groups): a lost session
             logger.warning("the session with the shared Smriti server ended: %s", _first_cause(error))
         if outcome["eof"]:
