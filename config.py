@@ -298,7 +298,7 @@ class Settings(BaseSettings):
         description="a traversal candidate's relevance is at least best direct relevance * weight ** depth",
     )
     hop_penalty: float = Field(default=0.7, gt=0, le=1, description="score factor per hop of expansion")
-    max_hops: int = Field(default=0, ge=0, le=5, description="multi-hop expansion over AssociatedWith (0: off)")
+    max_hops: int = Field(default=0, ge=0, le=5, description="multi-hop over AssociatedWith (0: off)")
     cross_cluster_penalty: float = Field(default=0.5, gt=0, le=1)
     reinforce_boost: float = Field(default=0.05, ge=0, le=1)
     associate_top_k: int = Field(default=5, ge=0)
