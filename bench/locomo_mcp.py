@@ -63,7 +63,9 @@ from bench.scale_session import script
 SMRITI_MCP = "Smriti recall through MCP (defaults)"
 
 
-def server_env(storage: Path, user: str, embeddings_url: str | None, dims: int | None) -> dict[str, str]:
+def server_env(
+    storage: Path, user: str, embeddings_url: str | None, dims: int | None, offline_default: bool = False
+) -> dict[str, str]:
     env = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": str(storage),
@@ -75,6 +77,8 @@ def server_env(storage: Path, user: str, embeddings_url: str | None, dims: int |
         "LOG_LEVEL": "WARNING",
         "SMRITI_SHARED": "false",  # one private server per conversation
     }
+    if offline_default:  # no provider, no key: what `make run` gives (the local MiniLM where installed)
+        return env
     if embeddings_url:
         env |= {
             "EMBEDDING_PROVIDER": "openai",
@@ -138,6 +142,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--max-turns", type=int, default=None, help="store only the first N turns")
     parser.add_argument("--results", type=Path, default=None, help="results file (default bench/RESULTS.md)")
     add_embedder_option(parser)
+    parser.add_argument(
+        "--offline-default",
+        action="store_true",
+        help="the server picks its own embedder with no key (EMBEDDING_PROVIDER=auto: the local MiniLM "
+        "where installed); --embedder then sets the baselines' dense embedder only",
+    )
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
@@ -153,7 +163,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         tempfile.TemporaryDirectory(prefix="smriti-locomo-mcp-") as folder,
         EmbeddingServer(embedder) as endpoint,
     ):
-        url = endpoint.base_url if args.embedder == "minilm" else None
+        url = endpoint.base_url if args.embedder == "minilm" and not args.offline_default else None
         for sample in samples:
             turns = conversation_turns(sample, args.max_turns)
             known = {t.dia_id for t in turns} if args.max_turns else None
@@ -163,7 +173,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             rank_with_baselines(documents, questions, embedder, PLAIN_BM25, scores.add, timing, max(KS))
             storage = Path(folder) / sample["sample_id"]
             storage.mkdir()
-            env = server_env(storage, sample["sample_id"], url, getattr(embedder, "dims", None))
+            env = server_env(
+                storage, sample["sample_id"], url, getattr(embedder, "dims", None), args.offline_default
+            )
             rankings, mcp_timing = anyio.run(
                 ask_through_mcp, env, turns, questions, Path(folder) / "server.log"
             )
@@ -183,8 +195,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     body = (
         section_preamble(
             command,
-            f"smriti-mcp over stdio, default settings, {args.embedder} embeddings"
-            + (" over the OpenAI-compatible path (384 dims)" if args.embedder == "minilm" else " (1536 dims)")
+            (
+                "smriti-mcp over stdio, default settings and no key: the offline default embedder "
+                f"(EMBEDDING_PROVIDER=auto), {args.embedder} for the baselines"
+                if args.offline_default
+                else f"smriti-mcp over stdio, default settings, {args.embedder} embeddings"
+                + (
+                    " over the OpenAI-compatible path (384 dims)"
+                    if args.embedder == "minilm"
+                    else " (1536 dims)"
+                )
+            )
             + ", heuristic analyser, consolidation once after the stores, real clock",
         )
         + f"- Data: conversations {', '.join(s['sample_id'] for s in samples)}; {turns_total} turns; "
@@ -196,8 +217,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     print(body)
     write_embedder_section(
-        f"locomo-mcp-{args.split}",
-        f"LoCoMo through MCP, {args.split} conversations",
+        f"locomo-mcp-{args.split}" + ("-offline-default" if args.offline_default else ""),
+        f"LoCoMo through MCP, {args.split} conversations"
+        + (", offline default" if args.offline_default else ""),
         args.embedder,
         body,
         args.results,
