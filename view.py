@@ -211,7 +211,7 @@ def lay_out(view: GraphView, seed: int = 7) -> tuple[dict[str, tuple[float, floa
     pairs = sorted(between)
     centres = _fr(len(ids), pairs, [float(between[p]) for p in pairs] or None, seed)
     span = max((math.hypot(x, y) for x, y in centres), default=1.0) or 1.0
-    scale = sum(radii) / span  # start spread out, then pull overlaps apart
+    scale = 1.5 * math.sqrt(sum(r * r for r in radii)) / span  # compact, then pull overlaps apart
     centres = [[x * scale, y * scale] for x, y in centres]
     _spread(centres, radii, gap=80.0)
     positions: dict[str, tuple[float, float]] = {}
@@ -342,7 +342,7 @@ def render(view: GraphView, user: str) -> str:
     data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
     values = {
         "TITLE": html.escape(f"Smriti memory of {user}"),
-        "SUMMARY": html.escape(payload["summary"]),
+        "SUMMARY": html.escape(str(payload["summary"])),
         "VERSION": CYTOSCAPE_VERSION,
         "DATA": data,
         "CYTOSCAPE": _library(),
