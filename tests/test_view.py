@@ -229,10 +229,8 @@ def test_a_thousand_memories_read_closed_then_open_a_cluster(thousand, tmp_path)
     found = _status(_headless(browser, "--dump-dom", f"{path.as_uri()}?q=kubernetes"))
     assert found["open"] and found["errors"] == []
 
-    shot = tmp_path / "thousand.png"
     for name, query in (("closed", ""), ("open", f"?open={biggest}")):
         target = tmp_path / f"{name}.png"
         done = _headless(browser, f"--screenshot={target}", path.as_uri() + query)
         assert target.stat().st_size > 30_000, done.stderr[-2000:]
         assert not _console_problems(done), _console_problems(done)
-        shot = target
