@@ -446,7 +446,7 @@ def view(
     ),
     limit: Annotated[
         int, typer.Option(help="Draw the N most recently used memories.", min=1, max=5000)
-    ] = 300,
+    ] = 1000,
     serve: Annotated[
         bool, typer.Option("--serve", help="Also show it on http://127.0.0.1 until Ctrl-C.")
     ] = False,
