@@ -121,7 +121,7 @@ def meta_record(key: str, value: str) -> dict[str, Any]:
 
 
 # Metadata that describes the physical store, not the memories: never carried across.
-LOCAL_META_KEYS = frozenset({"schema_version", "vector_index", "fulltext_index"})
+LOCAL_META_KEYS = frozenset({"schema_version", "migrations", "vector_index", "fulltext_index"})
 
 
 def parse_lines(lines: Iterable[str], embedding_dims: int | None) -> list[dict[str, Any]]:

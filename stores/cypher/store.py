@@ -68,6 +68,7 @@ from smriti.stores.cypher.rows import (
     to_stored_time,
 )
 from smriti.stores.cypher.search import CypherSearch
+from smriti.stores.migrations import MIGRATIONS_KEY, Migration, parse_applied, run_migrations
 from smriti.stores.search import SEARCHED_FIELDS
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,23 @@ class CypherGraphStore(StoreBase):
         self.reads = CypherGraphReads(self.graph)
         self.writes = CypherGraphWrites(self.graph)
         self.search = CypherSearch(self.graph, self.capabilities)
-        connection.ensure_schema()
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """The schema through the same runner as the embedded stores (stores/migrations.py).
+
+        A property graph has no tables to alter: its one step, the exact-match indexes and unique
+        keys the database hooks declare, is repeatable (derived from the code, cheap when present).
+        """
+
+        def indexes_and_keys() -> list[str]:
+            self.connection.ensure_schema()
+            return []
+
+        steps = [Migration("0001_indexes_and_keys", indexes_and_keys, repeatable=True)]
+        applied = parse_applied(self.get_meta(MIGRATIONS_KEY))
+        for change in run_migrations(steps, applied, self.set_meta, self.location):
+            log.info("%s: migration: %s", self.location, change)
 
     def run(self, query: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Run one parameterised query (no ``$user`` binding) and return its rows as dicts."""

@@ -4,16 +4,12 @@ Kept apart from :mod:`smriti.stores.kuzu.store` so the store class reads as beha
 Everything here is plain data and functions over a ``run(query, params)`` callable, so the
 same code drives Kuzu and its fork LadybugDB.
 
-Schema versions:
-    1. the original layout: no ``Engram.cluster_id`` and no ``Meta`` table.
-    2. ``cluster_id`` (``-1`` = no cluster), ``Meta`` (schema version, embedding dims, index
-       state, Leiden cache) and ``created_at`` on the edges that carry one.
-
-Fields added to Engram since (``superseded_by``, ``facts``) need no version: their columns
-are derived from the dataclass and added, with the field's default, to an older file at open.
-
-Migrations only ever add what is missing (tables with ``IF NOT EXISTS``, columns found
-absent in ``TABLE_INFO``), so running them at every open is idempotent.
+Migrations are named and recorded (:mod:`smriti.stores.migrations`, as on SQLite):
+``0001_tables`` creates what is missing (the original layout had no ``Meta`` table), and
+``0002_dataclass_columns`` (repeatable: it runs at every open) adds every column the
+dataclasses have and the file lacks (``Engram.cluster_id``, the edges' ``created_at``,
+``superseded_by``, ``facts``, and whatever field comes next), with the field's default. Both
+only ever add what is missing, so a file from before the record runs them once and safely.
 """
 
 from __future__ import annotations
@@ -39,8 +35,9 @@ from smriti.stores.base import (
     StoreError,
     mismatch_message,
 )
+from smriti.stores.migrations import MIGRATIONS_KEY, Migration, parse_applied, run_migrations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 2  # the number of named migrations (migrations() below)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 VECTOR_INDEX = "engram_vec"
 FULLTEXT_INDEX = "engram_fts"
@@ -264,49 +261,65 @@ def _embedding_dims(column_type: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def migrations(run: Runner, dims: int, existing: set[str]) -> list[Migration]:
+    """The Kuzu/LadybugDB file's schema history, oldest first (see :mod:`smriti.stores.migrations`).
+
+    Kuzu has no transactional DDL worth relying on, so each step checks what is there first."""
+
+    def tables() -> list[str]:
+        for statement in create_statements(dims):
+            run(statement, None)
+        every = [*NODE_TABLES, *REL_TABLES]
+        return [f"created table {t}" for t in every if existing and t not in existing]
+
+    def columns() -> list[str]:
+        # Fields added to Engram and the edges since (cluster_id, created_at, superseded_by, facts):
+        # derived from the dataclasses, added with the field's default.
+        changes = []
+        tables = {**NODE_TABLES, **{rel: props for rel, (_, _, props) in REL_TABLES.items()}}
+        for table, wanted in tables.items():
+            if table not in existing:
+                continue
+            present = _table_columns(run, table)
+            for name, spec in wanted.items():
+                if name not in present:
+                    run(f"ALTER TABLE {table} ADD {_column_ddl(name, spec, dims)}", None)
+                    changes.append(f"added {table}.{name}")
+        return changes
+
+    return [Migration("0001_tables", tables), Migration("0002_dataclass_columns", columns, repeatable=True)]
+
+
 def migrate(run: Runner, dims: int, path: Path) -> list[str]:
-    """Bring the file at ``path`` to SCHEMA_VERSION; return what was changed (for the log).
+    """Bring the file at ``path`` to the newest schema; return what was changed (for the log).
 
     Raises:
         EmbeddingMismatchError: the file's embedding columns have another dimension.
-        StoreError: the embedding column has a type this code cannot use.
+        StoreError: the embedding column has a type this code cannot use, or a newer Smriti
+            migrated the file.
     """
-    changes: list[str] = []
     existing = {row[1] for row in run("CALL SHOW_TABLES() RETURN *", None)}
     for table in ("Engram", "Cue"):
         if table in existing:
             column_type = _table_columns(run, table).get("embedding")
             if column_type is None:
-                continue  # added below with the store's dims
+                continue  # added by the migrations with the store's dims
             stored = _embedding_dims(column_type)
             if stored is None:
                 raise StoreError(f"{path}: {table}.embedding has type {column_type}, expected FLOAT[n]")
             if stored != dims:
                 raise EmbeddingMismatchError(mismatch_message(path, stored, dims))
-    for statement in create_statements(dims):
-        run(statement, None)
-    tables = {**NODE_TABLES, **{rel: props for rel, (_, _, props) in REL_TABLES.items()}}
-    for table, columns in tables.items():
-        if table not in existing:
-            if existing:
-                changes.append(f"created table {table}")
-            continue
-        present = _table_columns(run, table)
-        for name, spec in columns.items():
-            if name not in present:
-                run(f"ALTER TABLE {table} ADD {_column_ddl(name, spec, dims)}", None)
-                changes.append(f"added {table}.{name}")
-    keys = "['schema_version', 'embedding_dims']"
-    rows = run(f"MATCH (m:Meta) WHERE m.key IN {keys} RETURN m.key, m.value", None)
-    meta = dict(rows)
-    if "embedding_dims" in meta and meta["embedding_dims"] != str(dims):
-        raise EmbeddingMismatchError(mismatch_message(path, int(meta["embedding_dims"]), dims))
-    wanted = {"schema_version": str(SCHEMA_VERSION), "embedding_dims": str(dims)}
-    for key, value in wanted.items():
-        if meta.get(key) != value:
-            run("MERGE (m:Meta {key: $key}) SET m.value = $value", {"key": key, "value": value})
-            if key == "schema_version" and existing:
-                changes.append(f"schema_version {meta.get(key, '1')} -> {value}")
+    recorded = get_meta(run, MIGRATIONS_KEY) if "Meta" in existing else None
+
+    def record(key: str, value: str) -> None:
+        run("MERGE (m:Meta {key: $key}) SET m.value = $value", {"key": key, "value": value})
+
+    changes = run_migrations(migrations(run, dims, existing), parse_applied(recorded), record, str(path))
+    stored_dims = get_meta(run, "embedding_dims")
+    if stored_dims is not None and stored_dims != str(dims):
+        raise EmbeddingMismatchError(mismatch_message(path, int(stored_dims), dims))
+    if stored_dims is None:
+        record("embedding_dims", str(dims))
     return changes
 
 

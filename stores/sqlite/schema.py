@@ -49,9 +49,10 @@ from smriti.stores.base import (
     Engram,
     mismatch_message,
 )
+from smriti.stores.migrations import MIGRATIONS_KEY, Migration, parse_applied, run_migrations
 from smriti.stores.search import text_of, tokenize
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 6  # the number of named migrations (migrations() below)
 FILE_NAME = "memory.sqlite"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -235,44 +236,82 @@ COUNT_TRIGGERS = [
 # -- migrations -----------------------------------------------------------------------------------
 
 
-def migrate(conn: Any, dims: int, path: Path) -> list[str]:
-    """Bring the file to SCHEMA_VERSION inside the caller's transaction; returns what changed.
+def migrations(conn: Any) -> list[Migration]:
+    """The SQLite file's schema history, oldest first (see :mod:`smriti.stores.migrations`)."""
 
-    ``conn`` is the writer's ``write`` callable. Raises EmbeddingMismatchError when the file
-    holds embeddings of another dimension.
-    """
-    existing = {row[0] for row in conn("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
-    for statement in TABLES:
-        conn(statement)
-    changes = []
-    cue_columns = {row[1] for row in conn("PRAGMA table_info(cue)").fetchall()}
-    if "engram_count" not in cue_columns:
+    def tables() -> list[str]:  # every CREATE is IF NOT EXISTS: a new file gets them all
+        for statement in TABLES:
+            conn(statement)
+        return []
+
+    def cue_engram_count() -> list[str]:
+        if "engram_count" in _columns(conn, "cue"):
+            return []
         conn("ALTER TABLE cue ADD COLUMN engram_count INTEGER NOT NULL DEFAULT 0")
         conn("UPDATE cue SET engram_count = (SELECT count(*) FROM encoded_by x WHERE x.cue = cue.rowid)")
-        changes.append("cue.engram_count added and counted")
-    for statement in COUNT_TRIGGERS:
-        conn(statement)
-    engram_columns = {row[1] for row in conn("PRAGMA table_info(engram)").fetchall()}
-    if "superseded_by" not in engram_columns:  # a file written before corrections existed
+        return ["cue.engram_count added and counted"]
+
+    def count_triggers() -> list[str]:
+        for statement in COUNT_TRIGGERS:
+            conn(statement)
+        return []
+
+    def superseded_by() -> list[str]:  # a file written before corrections existed
+        if "superseded_by" in _columns(conn, "engram"):
+            return []
         conn("ALTER TABLE engram ADD COLUMN superseded_by TEXT NOT NULL DEFAULT ''")
-        changes.append("engram.superseded_by added")
-    if "facts" not in engram_columns:  # a file written before the LLM analysis stated facts
+        return ["engram.superseded_by added"]
+
+    def facts() -> list[str]:  # a file written before the LLM analysis stated facts
         # (its FTS rows need no rebuild: an older memory has no facts to index)
+        if "facts" in _columns(conn, "engram"):
+            return []
         conn("ALTER TABLE engram ADD COLUMN facts TEXT NOT NULL DEFAULT ''")
-        changes.append("engram.facts added")
-    # Forget asks which memories a memory superseded: without an index that read every row's
-    # overflow pages (the column lies past the embedding BLOB). Partial: only corrected ones.
-    conn(SUPERSEDED_INDEX)
-    meta = dict(
-        conn("SELECT key, value FROM meta WHERE key IN ('schema_version', 'embedding_dims')").fetchall()
+        return ["engram.facts added"]
+
+    def superseded_index() -> list[str]:
+        # Forget asks which memories a memory superseded: without an index that read every row's
+        # overflow pages (the column lies past the embedding BLOB). Partial: only corrected ones.
+        conn(SUPERSEDED_INDEX)
+        return []
+
+    return [
+        # Repeatable: CREATE ... IF NOT EXISTS, cheap, and what brings back the indexes and
+        # triggers a killed bulk import left out (it drops them to load faster).
+        Migration("0001_tables", tables, repeatable=True),
+        Migration("0002_cue_engram_count", cue_engram_count),
+        Migration("0003_cue_count_triggers", count_triggers, repeatable=True),
+        Migration("0004_engram_superseded_by", superseded_by),
+        Migration("0005_engram_facts", facts),
+        Migration("0006_superseded_index", superseded_index, repeatable=True),
+    ]
+
+
+def _columns(conn: Any, table: str) -> set[str]:
+    return {row[1] for row in conn(f"PRAGMA table_info({table})").fetchall()}
+
+
+def migrate(conn: Any, dims: int, path: Path) -> list[str]:
+    """Bring the file to the newest schema inside the caller's transaction; returns what changed.
+
+    ``conn`` is the writer's ``write`` callable. Raises EmbeddingMismatchError when the file
+    holds embeddings of another dimension, StoreError when a newer Smriti migrated it.
+    """
+    has_meta = conn("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+    recorded = (
+        conn("SELECT value FROM meta WHERE key = ?", (MIGRATIONS_KEY,)).fetchone() if has_meta else None
     )
-    if "embedding_dims" in meta and meta["embedding_dims"] != str(dims):
-        raise EmbeddingMismatchError(mismatch_message(path, int(meta["embedding_dims"]), dims))
-    for key, value in (("schema_version", str(SCHEMA_VERSION)), ("embedding_dims", str(dims))):
-        if meta.get(key) != value:
-            conn(SET_META, (key, value))
-            if key == "schema_version" and "engram" in existing:
-                changes.append(f"schema_version {meta.get(key, '0')} -> {value}")
+    changes = run_migrations(
+        migrations(conn),
+        parse_applied(recorded[0] if recorded else None),
+        lambda key, value: conn(SET_META, (key, value)),
+        str(path),
+    )
+    stored = conn("SELECT value FROM meta WHERE key = 'embedding_dims'").fetchone()
+    if stored is not None and stored[0] != str(dims):
+        raise EmbeddingMismatchError(mismatch_message(path, int(stored[0]), dims))
+    if stored is None:
+        conn(SET_META, ("embedding_dims", str(dims)))
     return changes
 
 

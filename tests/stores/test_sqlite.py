@@ -12,6 +12,7 @@ import pytest
 from smriti.stores import make_store, resolve_auto
 from smriti.stores.base import Association, Cue, EmbeddingMismatchError, Engram, StoreError
 from smriti.stores.sqlite import open_sqlite, sqlite_path
+from smriti.stores.sqlite.schema import SCHEMA_VERSION
 
 DIMS = 16
 
@@ -102,7 +103,8 @@ def test_cue_engram_counts_follow_links_deletes_and_an_older_file(cfg, store):
     conn = sqlite3.connect(sqlite_path(cfg, "alice"))
     conn.executescript(
         "DROP TRIGGER encoded_by_counted; DROP TRIGGER encoded_by_uncounted; "
-        "ALTER TABLE cue DROP COLUMN engram_count;"
+        "ALTER TABLE cue DROP COLUMN engram_count; "
+        "DELETE FROM meta WHERE key IN ('migrations', 'schema_version');"  # it predates the record
     )
     conn.close()
     again = open_sqlite(cfg, "alice")
@@ -125,7 +127,7 @@ def test_reopen_is_idempotent_and_keeps_everything(cfg, store):
     store.close()
     again = open_sqlite(cfg, "alice")
     try:
-        assert again.get_meta("schema_version") == "1"
+        assert again.get_meta("schema_version") == str(SCHEMA_VERSION)
         assert [h.id for h in again.fulltext_search("keyword", 5)] == ["r1"]  # FTS5 persisted
         assert [h.id for h in again.vector_search([0.5] * DIMS, 5)] == ["r1"]
     finally:
@@ -208,3 +210,35 @@ def test_the_cue_cache_stays_within_its_limit():
     cache.store({3: Cue(id="c", name="c"), 4: Cue(id="d", name="d")}, cache.generation)
     assert len(cache) <= 3
     assert cache.known([3, 4])[1] == []  # what was just read is kept
+
+
+def test_migrations_are_named_recorded_and_run_once(cfg, store, caplog):
+    """A new file records every migration; an older file (no record, a column missing) runs them
+    once and records them; a file a newer Smriti migrated is refused with one clear line."""
+    import json
+
+    from smriti.stores.sqlite.schema import migrations
+
+    names = [m.name for m in migrations(lambda *a: None)]
+    assert json.loads(store.get_meta("migrations")) == names and len(names) == SCHEMA_VERSION
+    store.close()
+    conn = sqlite3.connect(sqlite_path(cfg, "alice"))
+    conn.executescript(
+        "ALTER TABLE engram DROP COLUMN facts; "
+        "DELETE FROM meta WHERE key IN ('migrations', 'schema_version');"
+    )
+    conn.close()
+    with caplog.at_level(logging.INFO, logger="smriti.stores"):
+        older = open_sqlite(cfg, "alice")
+    older.close()
+    logged = [r.getMessage() for r in caplog.records if "migration" in r.getMessage()]
+    assert any("0005_engram_facts: engram.facts added" in m for m in logged), logged
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="smriti.stores"):
+        again = open_sqlite(cfg, "alice")
+    assert json.loads(again.get_meta("migrations")) == names
+    assert not [r for r in caplog.records if "migration" in r.getMessage()]  # nothing left to run
+    again.set_meta("migrations", json.dumps([*names, "0099_from_the_future"]))
+    again.close()
+    with pytest.raises(StoreError, match=r"newer Smriti.*0099_from_the_future"):
+        open_sqlite(cfg, "alice")
