@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from langgraph.store.base import BaseStore, Item, SearchItem
@@ -16,17 +16,7 @@ from smriti.integrations.langgraph_store import (
     source_of,
 )
 from smriti.memory import Memory
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
+from tests.clock import Clock
 
 
 @pytest.fixture

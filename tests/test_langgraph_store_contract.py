@@ -6,26 +6,15 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from datetime import UTC, datetime, timedelta
 
 import pytest
 from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp
 
 from smriti.integrations.langgraph_store import SmritiStore
 from smriti.memory import Memory
+from tests.clock import Clock
 
 WORDS = ["alpha", "beta", "gamma", "delta", "red", "green", "blue", "apple", "car"]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
 
 
 @pytest.fixture
