@@ -47,7 +47,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("smriti.server")
 
-ANSWER_GRACE = 0.5  # seconds the answers to the last requests get once stdin has ended
+# Seconds the answers to requests still in flight get once stdin has ended. Long enough for
+# `printf '...' | smriti-mcp` on a cold start (the shared server starts in ~1-3 s, a first
+# recall loads caches); a client that closed stdin with nothing pending ends the process at once.
+ANSWER_GRACE = 10.0
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 

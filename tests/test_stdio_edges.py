@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.raw_stdio import RawServer, rpc
+from tests.raw_stdio import INITIALIZE, RawServer, rpc
 from tests.test_shared_server import Shared
 
 MODES = ["shared", "in-process"]
@@ -94,7 +94,7 @@ def test_closing_stdin_ends_the_process_by_itself(setup):
 
 def test_a_request_sent_just_before_stdin_closes_is_still_answered(setup):
     """``printf '...' | smriti-mcp``: the answer to the last request is written before exit
-    (answers due get ANSWER_GRACE, 0.5 s: a quick request, so that a loaded machine cannot
+    (answers due get up to ANSWER_GRACE; a quick request here, so that a loaded machine cannot
     make it miss; in-process the SDK alone answered it "Connection closed")."""
     server = setup.start()
     server.initialize()
@@ -105,6 +105,18 @@ def test_a_request_sent_just_before_stdin_closes_is_still_answered(setup):
     assert time.monotonic() - closed < limit
     replies = [reply for reply in server.collect({3}, timeout=5) if reply.get("id") == 3]
     assert len(replies) == 1 and len(replies[0]["result"]["tools"]) == 3, replies
+
+
+def test_printf_into_a_cold_server_gets_its_answer(setup):
+    """``printf '<initialize>' | smriti-mcp`` with no shared server running yet: stdin ends at
+    once, and the answer still comes (the server starts in ~1-3 s), then the process exits."""
+    server = setup.start()
+    server.write(rpc(1, "initialize", INITIALIZE))
+    server.close_stdin()
+    server.process.wait(timeout=30)
+    replies = [reply for reply in server.collect({1}, timeout=5) if reply.get("id") == 1]
+    assert len(replies) == 1 and replies[0]["result"]["serverInfo"]["name"] == "smriti", replies
+    assert server.process.returncode == 0, setup.stderr(server)
 
 
 # ----------------------------------------------------------------------------- every line answered
