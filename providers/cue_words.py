@@ -33,7 +33,7 @@ CHATTER = frozenset(
         "yay woah whoa wow lol haha hahaha hehe omg gotta gonna wanna yep yup nope hmm hmmm ooh aww "
         "awesome cool nice great amazing glad totally definitely absolutely super pretty kinda sorta "
         "stuff guess hope hear means mean bet wish feelin lookin doin tryin lemme gimme dunno ya yeah "
-        "wow cheers bye hello congrats congratulations wonderful fantastic incredible lovely sounds "
+        "cheers bye hello congrats congratulations wonderful fantastic incredible lovely sounds "
         "looks seems keep kept try tried take took come came see saw look looked"
     ).split()
 )
@@ -90,7 +90,11 @@ def warm() -> None:
 def cue_words(text: str, language: str | None = None) -> list[str]:
     """The lemmas of ``text``'s content words, in order: no stop words, digits or short words."""
     tokens = words(text)
-    language = language or language_of(tokens)
+    return cue_terms(tokens, language or language_of(tokens))
+
+
+def cue_terms(tokens: Iterable[str], language: str) -> list[str]:
+    """:func:`cue_words` of tokens already split (:func:`smriti.text.words`), in ``language``."""
     stop = _stopwords(language)
     out = []
     for token in tokens:

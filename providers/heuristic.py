@@ -10,12 +10,13 @@ for want of a model.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 
 import regex
 
-from smriti.providers.cue_words import cue_words, language_of, lemma, stopwords_of
+from smriti.providers.cue_words import cue_terms, language_of, lemma, stopwords_of
 from smriti.providers.schemas import Analysis, CueItem, ParsedQuery, RelationItem
 from smriti.stores.base import MemoryType
 from smriti.text import STOPWORDS, first_sentence, words
@@ -93,10 +94,16 @@ _SEMANTIC = re.compile(
 )
 
 
+@functools.cache
+def _not_names(language: str) -> frozenset[str]:
+    """Words capitalised for grammar in ``language``, never names (built once per language)."""
+    return _NOT_NAMES | stopwords_of(language)
+
+
 def _names(text: str, language: str) -> list[tuple[str, str]]:
     """Capitalised runs ("Caroline", "New York") and technical terms ("pgvector-0.7", "gpt-4o")."""
     found: list[tuple[str, str]] = []
-    not_names = _NOT_NAMES | stopwords_of(language)
+    not_names = _not_names(language)
     for match in _NAME_RUN.finditer(text):
         run = [w for w in re.sub(r"'s\b", "", match.group()).split() if w.casefold() not in not_names]
         if not run:
@@ -121,12 +128,13 @@ def _names(text: str, language: str) -> list[tuple[str, str]]:
 
 def extract_cues(text: str) -> list[CueItem]:
     """Entities first (they carry the topic), then the most frequent keywords."""
-    language = language_of(words(text))
+    tokens = words(text)
+    language = language_of(tokens)
     cues: dict[str, CueItem] = {}
     for name, kind in _names(text, language):
         cues.setdefault(name.lower(), CueItem(name=name, type=kind))
     entity_words = {lemma(w, language) for key in cues for w in key.split()}
-    counts = Counter(w for w in cue_words(text, language) if w not in entity_words)
+    counts = Counter(w for w in cue_terms(tokens, language) if w not in entity_words)
     for word, _ in counts.most_common(MAX_KEYWORDS):
         cues.setdefault(word, CueItem(name=word, type="keyword"))
     return list(cues.values())[:MAX_CUES]
