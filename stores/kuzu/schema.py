@@ -37,7 +37,6 @@ from smriti.stores.base import (
 )
 from smriti.stores.migrations import MIGRATIONS_KEY, Migration, parse_applied, run_migrations
 
-SCHEMA_VERSION = 2  # the number of named migrations (migrations() below)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 VECTOR_INDEX = "engram_vec"
 FULLTEXT_INDEX = "engram_fts"
@@ -288,6 +287,10 @@ def migrations(run: Runner, dims: int, existing: set[str]) -> list[Migration]:
         return changes
 
     return [Migration("0001_tables", tables), Migration("0002_dataclass_columns", columns, repeatable=True)]
+
+
+# What a store records as schema_version: the number of named migrations.
+SCHEMA_VERSION = len(migrations(lambda query, params: [], 0, set()))
 
 
 def migrate(run: Runner, dims: int, path: Path) -> list[str]:

@@ -52,7 +52,6 @@ from smriti.stores.base import (
 from smriti.stores.migrations import MIGRATIONS_KEY, Migration, parse_applied, run_migrations
 from smriti.stores.search import text_of, tokenize
 
-SCHEMA_VERSION = 6  # the number of named migrations (migrations() below)
 FILE_NAME = "memory.sqlite"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -285,6 +284,10 @@ def migrations(conn: Any) -> list[Migration]:
         Migration("0005_engram_facts", facts),
         Migration("0006_superseded_index", superseded_index, repeatable=True),
     ]
+
+
+# What a store records as schema_version: the number of named migrations.
+SCHEMA_VERSION = len(migrations(lambda *_: None))
 
 
 def _columns(conn: Any, table: str) -> set[str]:
