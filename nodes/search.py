@@ -17,12 +17,14 @@ from typing import Any
 import numpy as np
 from langgraph.runtime import Runtime
 
-from smriti.errors import InvalidInput
 from smriti.nodes.scoring import DEFAULT_FUSION, Fusion, cosine, cue_score, fused_relevance, idf, recency
 from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState, trace_scores, traced
 from smriti.stores.base import normalise_cue_name
 from smriti.text import light_stem
-from smriti.validators import check_limit, check_memory_type, check_mode
+from smriti.validators import check_recall
+
+# What a caller may give the recall graph (validators.check_recall's arguments).
+RECALL_ARGUMENTS = ("query", "limit", "mode", "memory_type", "explain", "include_superseded")
 
 # The candidate attribute behind each fused branch (the keys of scoring.FUSION_WEIGHTS).
 SIGNALS = {"similarity": "similarity", "text": "text_score", "cue": "cue_score", "graph": "graph_score"}
@@ -47,22 +49,16 @@ def load_candidates(
 
 @traced("validate")
 def validate_recall(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """Check the request before anything is read; an empty query becomes mode ``list``."""
-    settings = runtime.context.settings
-    query = state.get("query") or ""
-    if not isinstance(query, str):
-        raise InvalidInput("query must be a string")
-    mode = check_mode(state.get("mode"))
-    if not query.strip() and mode != "list":
-        mode = "list"  # an empty query returns recent memories (Memory Fabric: "empty query")
-    return {
-        "query": query.strip(),
-        "mode": mode,
-        "limit": check_limit(state.get("limit", 5), settings.memory_fabric_max_results),
-        "memory_type": check_memory_type(state.get("memory_type")),
-        "explain": bool(state.get("explain", False)),
-        "_notes": f"mode={mode}",
-    }
+    """Check the request before anything is read (``validators.check_recall``), unless its caller
+    already did (``checked``: the MCP tools, the CLI, ``Memory``); an empty query is mode ``list``."""
+    if state.get("checked"):
+        request: dict[str, Any] = {}
+        mode = state["mode"]
+    else:
+        raw = {key: state[key] for key in RECALL_ARGUMENTS if key in state}  # type: ignore[literal-required]
+        request = dict(check_recall(max_results=runtime.context.settings.memory_fabric_max_results, **raw))
+        mode = request["mode"]
+    return {**request, "_notes": f"mode={mode}"}
 
 
 @traced("list_recent")
