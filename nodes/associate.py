@@ -33,15 +33,15 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from smriti.nodes.pagerank import spread
-from smriti.nodes.scoring import episode_evidence, episode_of, episode_relevance, hop_relevance
-from smriti.nodes.search import (
+from smriti.nodes.candidates import (
     best_with_ties,
     fill_similarity,
     load_candidates,
     query_vector,
     score_relevance,
 )
+from smriti.nodes.pagerank import spread
+from smriti.nodes.scoring import episode_evidence, episode_of, episode_relevance, hop_relevance
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.stores.base import Association
 

@@ -45,7 +45,7 @@ import numpy as np
 from langgraph.runtime import Runtime
 
 from smriti.errors import ProviderError
-from smriti.nodes.relations import MAX_PATHS, by_entity, entity_relations, relation_entry
+from smriti.nodes.graph_relations import MAX_PATHS, by_entity, entity_relations, relation_entry
 from smriti.nodes.scoring import idf, shortlist
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.nodes.textsim import candidate_similarity

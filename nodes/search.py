@@ -5,8 +5,9 @@ validate routes by mode: ``list`` ends here with the most recently accessed memo
 :func:`cue_traverse`, :func:`vector_search` and :func:`fulltext_search` in parallel. Each
 branch writes its signals into ``hits`` (merged per engram id); :func:`gather` loads them as
 candidates and fuses their signals into one relevance (the formula is ``nodes/scoring.py``'s).
-The helpers after the branches (query_vector, fill_similarity, score_relevance,
-best_with_ties) are used again by the later steps that add candidates.
+The helpers that load and score candidates (load_candidates, query_vector, fill_similarity,
+score_relevance, best_with_ties) are ``nodes/candidates.py``'s: the later steps that add
+candidates use them too.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
 from langgraph.runtime import Runtime
 
-from smriti.nodes.scoring import DEFAULT_FUSION, Fusion, cosine, cue_score, fused_relevance, idf, recency
+from smriti.nodes.candidates import SIGNALS, fill_similarity, load_candidates, query_vector, score_relevance
+from smriti.nodes.scoring import cue_score, idf, recency
 from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState, trace_scores, traced
 from smriti.stores.base import normalise_cue_name
 from smriti.text import light_stem
@@ -26,25 +27,10 @@ from smriti.validators import check_recall
 # What a caller may give the recall graph (validators.check_recall's arguments).
 RECALL_ARGUMENTS = ("query", "limit", "mode", "memory_type", "explain", "include_superseded")
 
-# The candidate attribute behind each fused branch (the keys of scoring.FUSION_WEIGHTS).
-SIGNALS = {"similarity": "similarity", "text": "text_score", "cue": "cue_score", "graph": "graph_score"}
-
 
 def candidate_pool(limit: int) -> int:
     """How many hits each direct branch returns: generous, since fusion and hops re-rank them."""
     return max(4 * limit, 50)
-
-
-def load_candidates(
-    context: MemoryContext, ids: list[str], hits: dict[str, Hit], memory_type: str | None
-) -> list[Candidate]:
-    """Engrams with their cues as candidates (embeddings as float32 arrays), dropping other
-    memory types."""
-    return [
-        Candidate.from_engram(row.engram, row.cues, hits.get(row.engram.id), row.vector)
-        for row in context.store.recall_rows(ids)
-        if memory_type is None or row.engram.memory_type == memory_type
-    ]
 
 
 @traced("validate")
@@ -179,18 +165,6 @@ def fulltext_search(state: RecallState, runtime: Runtime[MemoryContext]) -> dict
 
 
 # ----------------------------------------------------------------------------- gather
-def query_vector(state: RecallState) -> np.ndarray | None:
-    """The query embedding as a float32 array (converted once per node, not per candidate)."""
-    embedding = state.get("query_embedding")
-    return None if embedding is None else np.asarray(embedding, dtype=np.float32)
-
-
-def fill_similarity(candidate: Candidate, query_embedding: Sequence[float] | np.ndarray | None) -> None:
-    """Similarity for hits found without the vector branch, so every candidate has all signals."""
-    if query_embedding is not None and candidate.embedding is not None and "vector" not in candidate.origins:
-        candidate.similarity = max(0.0, cosine(query_embedding, candidate.embedding))
-
-
 def branch_scores(candidates: Iterable[Candidate]) -> dict[str, list[float]]:
     """Each signal's positive scores among the direct hits, best first: the ranks fusion uses."""
     candidates = list(candidates)
@@ -198,32 +172,6 @@ def branch_scores(candidates: Iterable[Candidate]) -> dict[str, list[float]]:
         branch: sorted((v for c in candidates if (v := getattr(c, attr)) > 0), reverse=True)
         for branch, attr in SIGNALS.items()
     }
-
-
-def score_relevance(
-    candidate: Candidate, ranked: dict[str, list[float]], mode: str, fusion: Fusion = DEFAULT_FUSION
-) -> None:
-    """Relevance: the similarity in search mode, else the fusion of the branch signals (ranks and scores)."""
-    if mode == "search":
-        candidate.relevance = candidate.similarity
-        return
-    signals = {branch: getattr(candidate, attr) for branch, attr in SIGNALS.items()}
-    candidate.relevance, candidate.ranks = fused_relevance(signals, ranked, fusion)
-
-
-def best_with_ties(candidates: Sequence[Candidate], n: int) -> list[Candidate]:
-    """The ``n`` most relevant candidates, and every other as relevant as the ``n``-th.
-
-    Which of several equally relevant candidates made a cut would otherwise depend on their
-    ids (random), and a stage seeded by them would rank the same memories differently per store.
-    """
-    ordered = sorted(candidates, key=lambda c: (-c.relevance, c.id))
-    if n <= 0:
-        return []
-    if len(ordered) <= n:
-        return ordered
-    floor = ordered[n - 1].relevance
-    return [c for c in ordered if c.relevance >= floor]
 
 
 @traced("gather")

@@ -20,9 +20,11 @@ consecutive steps, so no module is opened twice (``tests/test_recall_layout.py``
 
 1. ``nodes/state.py``: the RecallState channels, the typed :class:`Candidate`, the
    MemoryContext (with its scoring profile) and the trace decorator.
-2. ``nodes/search.py``: validate (checks from ``validators.py``), list_recent, parse_query,
-   cue_traverse, vector_search (also vector_only), fulltext_search, gather (rank fusion into
-   candidates; the formulas of fusion and of the final score are in ``nodes/scoring.py``).
+2. ``nodes/search.py``: validate (``validators.check_recall``, unless the caller checked the
+   request where it entered), list_recent, parse_query, cue_traverse, vector_search (also
+   vector_only), fulltext_search, gather (rank fusion into candidates; the formulas of fusion
+   and of the final score are in ``nodes/scoring.py``, the helpers that load and score
+   candidates for every step that adds some in ``nodes/candidates.py``).
 3. ``nodes/associate.py``: activate (spreading activation, off by default; its engine is
    ``nodes/pagerank.py``), conversation_context, multi_hop.
 4. ``nodes/relations.py``: relation_traverse (the Memory Fabric traversal entity -> relation ->

@@ -8,13 +8,11 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from smriti.nodes.graph_relations import MAX_PATHS, by_entity, entity_relations
 from smriti.nodes.rank import cleaned_query, parsed_result
 from smriti.nodes.refine import dedupe_results
 from smriti.nodes.relations import (
-    MAX_PATHS,
     Step,
-    by_entity,
-    entity_relations,
     hub_ceiling,
     path_entry,
     query_entities,
