@@ -51,9 +51,13 @@ class Forward:
             )
 
     def __get__(self, store: object, owner: type | None = None) -> Any:
-        if store is None:  # on the class: the declaration itself (tests and help() read it)
+        if store is None:  # on the class: the declaration, callable as an unbound method
             return self
         return getattr(getattr(store, self.attribute), self.method.__name__)
+
+    def __call__(self, store: object, *args: Any, **kwargs: Any) -> Any:
+        """``type(store).name(store, ...)``, as a method read from the class is called."""
+        return self.__get__(store)(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<handed to .{self.attribute}: {self.method.__qualname__}>"

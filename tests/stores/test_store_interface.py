@@ -123,3 +123,8 @@ def test_a_backend_whose_declarations_cover_the_rest_constructs():
     store = backend()
     store.graph = _Collaborator()
     assert store.cues_of(["x"]) == {} and store.cues_of.__self__ is store.graph
+
+
+def test_read_from_the_class_a_handed_method_is_called_as_an_unbound_method(tmp_path):
+    with SqliteStore(tmp_path / "memory.sqlite", user="alice", dims=8) as store:
+        assert SqliteStore.count_engrams(store) == 0 == store.count_engrams()
