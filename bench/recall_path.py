@@ -19,6 +19,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from bench.common import bench_settings
+
 MEMORIES = (
     "Priya moved the billing service to Postgres",
     "The billing team meets on Mondays",
@@ -30,7 +32,6 @@ QUERY = "billing Postgres"
 def measure() -> dict[str, Any]:
     """``{"files": [...], "trace_wrappers": n, "steps": n}`` for one steady-state recall."""
     import smriti
-    from smriti.config import Settings
     from smriti.memory import Memory
 
     root = Path(smriti.__file__).parent
@@ -46,15 +47,7 @@ def measure() -> dict[str, Any]:
                 wrappers[frame.f_code.co_name] += 1
 
     with tempfile.TemporaryDirectory() as folder:
-        settings = Settings(
-            storage_location=Path(folder),
-            accessing_user="alice",
-            llm_provider="heuristic",
-            embedding_provider="hashing",
-            embedding_dims=64,
-            consolidation_interval=0,
-            backup_sync_interval=0,
-        )
+        settings = bench_settings(Path(folder), embedding_dims=64)
         with Memory.open(settings) as memory:
             for text in MEMORIES:
                 memory.store(text)
