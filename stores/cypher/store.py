@@ -39,6 +39,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from smriti.stores.base import (
     NO_CLUSTER,
     UPDATABLE_FIELDS,
@@ -57,6 +59,7 @@ from smriti.stores.base import (
 )
 from smriti.stores.cypher.batch import CypherGraphWrites
 from smriti.stores.cypher.connection import CypherConnection, UserGraph
+from smriti.stores.cypher.cue_vectors import CypherCueVectors
 from smriti.stores.cypher.export import export_records
 from smriti.stores.cypher.graph import CypherGraphReads
 from smriti.stores.cypher.rows import (
@@ -102,6 +105,7 @@ class CypherGraphStore(StoreBase):
         self.graph = UserGraph(connection, self.user, self.dims)
         self.reads = CypherGraphReads(self.graph)
         self.writes = CypherGraphWrites(self.graph)
+        self.cue_embeddings = CypherCueVectors(self.graph)
         self.search = CypherSearch(self.graph, self.capabilities)
         self._migrate()
 
@@ -301,6 +305,15 @@ class CypherGraphStore(StoreBase):
 
     def cue_engram_counts(self, cue_names: Sequence[str]) -> dict[str, int]:
         return self.reads.cue_engram_counts(cue_names)
+
+    def cues_without_embedding(self, limit: int) -> list[Cue]:
+        return self.cue_embeddings.cues_without_embedding(limit)
+
+    def set_cue_embeddings(self, embeddings: Mapping[str, Sequence[float]]) -> None:
+        self.cue_embeddings.set_cue_embeddings(embeddings)
+
+    def cue_vectors(self) -> tuple[list[str], np.ndarray]:
+        return self.cue_embeddings.cue_vectors()
 
     def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
         return self.reads.relations_of(engram_ids)

@@ -53,6 +53,7 @@ from smriti.stores.base import (
 from smriti.stores.kuzu import schema
 from smriti.stores.kuzu.batch import GraphWrites
 from smriti.stores.kuzu.connection import Connection, locked
+from smriti.stores.kuzu.cue_vectors import CueVectors
 from smriti.stores.kuzu.engrams import EngramTable
 from smriti.stores.kuzu.export import export_rows
 from smriti.stores.kuzu.graph import CueMap, FreshEdges, GraphReads
@@ -63,6 +64,8 @@ from smriti.stores.paths import store_path
 
 if TYPE_CHECKING:
     from datetime import datetime
+
+    import numpy as np
 
     from smriti.config import Settings
 
@@ -147,6 +150,7 @@ class KuzuStore(StoreBase):
         self.fresh = FreshEdges()
         self.reads = GraphReads(self.db, self.cues, self.fresh)
         self.writes = GraphWrites(self.db, self.cues, self.fresh, dims)
+        self.cue_embeddings = CueVectors(self.db, self.cues, dims)
         try:
             for change in schema.migrate(self.db.run, dims, self.path):
                 logger.info("%s: migration: %s", self.path, change)
@@ -277,6 +281,15 @@ class KuzuStore(StoreBase):
 
     def cue_engram_counts(self, cue_names: Sequence[str]) -> dict[str, int]:
         return self.reads.cue_engram_counts(cue_names)
+
+    def cues_without_embedding(self, limit: int) -> list[Cue]:
+        return self.cue_embeddings.cues_without_embedding(limit)
+
+    def set_cue_embeddings(self, embeddings: Mapping[str, Sequence[float]]) -> None:
+        self.cue_embeddings.set_cue_embeddings(embeddings)
+
+    def cue_vectors(self) -> tuple[list[str], np.ndarray]:
+        return self.cue_embeddings.cue_vectors()
 
     def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
         return self.reads.relations_of(engram_ids)

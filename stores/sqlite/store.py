@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
     from datetime import datetime
 
+    import numpy as np
+
     from smriti.config import Settings
 
 logger = logging.getLogger(__name__)
@@ -253,6 +255,15 @@ class SqliteStore(StoreBase):
 
     def cue_engram_counts(self, cue_names: Sequence[str]) -> dict[str, int]:
         return self.graph.cue_engram_counts(cue_names)
+
+    def cues_without_embedding(self, limit: int) -> list[Cue]:
+        return self.graph.cues_without_embedding(limit)
+
+    def set_cue_embeddings(self, embeddings: Mapping[str, Sequence[float]]) -> None:
+        self.graph.set_cue_embeddings(embeddings)
+
+    def cue_vectors(self) -> tuple[list[str], np.ndarray]:
+        return self.graph.cue_vectors()
 
     def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:
         self.graph.add_cooccurrences(pairs, replace)
