@@ -208,7 +208,8 @@ class Memory:
     def consolidate(
         self, now: datetime | None = None, on_step: Callable[[str], None] | None = None
     ) -> dict[str, Any]:
-        """Repair, decay, prune, strengthen, clean orphans, recluster and manage indexes; returns the report.
+        """Repair, decay, prune, strengthen, clean orphans, recluster, manage indexes and embed new cue
+        names; returns the report.
 
         ``on_step(name)`` is called as each step finishes (the CLI's progress bar).
         """

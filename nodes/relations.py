@@ -34,12 +34,9 @@ from langgraph.runtime import Runtime
 
 from smriti.nodes.candidates import fill_similarity, load_candidates, query_vector, score_relevance
 from smriti.nodes.graph_relations import MAX_PATHS
+from smriti.nodes.scoring import hub_ceiling
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.stores.base import GraphStore, Relation, normalise_cue_name
-
-# Entities encoding more than this share of all memories are hubs, not followed (as the
-# cross-reference boost's MAX_SHARED_SHARE).
-MAX_HUB_SHARE = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,11 +141,6 @@ def traverse(
     return Reached(facts, entities, edges)
 
 
-def hub_ceiling(store: GraphStore) -> int:
-    """The most memories an entity may encode and still be followed: max(2, MAX_HUB_SHARE x all)."""
-    return max(2, int(MAX_HUB_SHARE * store.count_engrams()))
-
-
 def not_hubs(store: GraphStore, names: Sequence[str], ceiling: int) -> list[str]:
     """``names`` without the entities that encode more than ``ceiling`` memories (one read)."""
     counts = store.cue_engram_counts(names)
@@ -196,7 +188,7 @@ def relation_traverse(state: RecallState, runtime: Runtime[MemoryContext]) -> di
         settings.relation_depth,
         settings.relation_max_edges,
         settings.relation_seeds,
-        ceiling := hub_ceiling(context.store),
+        ceiling := hub_ceiling(context.store.count_engrams()),
     )
     # 2. Memories encoded by the reached entities (not the seeds: cue traversal found those; not
     # the hubs: any ten of a speaker's turns explain nothing).

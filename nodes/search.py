@@ -12,20 +12,27 @@ candidates use them too.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from smriti.nodes.candidates import SIGNALS, fill_similarity, load_candidates, query_vector, score_relevance
-from smriti.nodes.scoring import cue_score, idf, recency
+from smriti.nodes.scoring import cue_score, hub_ceiling, idf, recency
 from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState, trace_scores, traced
+from smriti.stores.aliases import AliasIndex
 from smriti.stores.base import normalise_cue_name
 from smriti.text import light_stem
 from smriti.validators import check_recall
 
 # What a caller may give the recall graph (validators.check_recall's arguments).
 RECALL_ARGUMENTS = ("query", "limit", "mode", "memory_type", "explain", "include_superseded")
+
+
+# Keyword hits scoring below this share of the best one are not hits (scores are normalised
+# to the best, so this is relative): see fulltext_search.
+TEXT_MIN_SHARE = 0.05
 
 
 def candidate_pool(limit: int) -> int:
@@ -94,19 +101,91 @@ def cue_forms(cues: Sequence[str]) -> dict[str, str]:
     return forms
 
 
+def alias_index(context: MemoryContext) -> AliasIndex:
+    """This context's copy of the stored cue embeddings (made at first use)."""
+    index = context.cache.get("aliases")
+    if index is None:
+        index = context.cache["aliases"] = AliasIndex(
+            context.store, context.settings.cue_alias_refresh_seconds
+        )
+    return index
+
+
+def find_aliases(context: MemoryContext, cues: Sequence[str], hubs: set[str]) -> dict[str, str]:
+    """Stored cue -> the query cue it is an alias of (``stores/aliases.py``); hubs have none."""
+    settings = context.settings
+    if settings.cue_alias_similarity <= 0 or settings.cue_alias_max <= 0:
+        return {}
+    wanted = [cue for cue in cues if cue not in hubs]
+    found = alias_index(context).aliases(
+        wanted, context.embedder.embed_documents, settings.cue_alias_similarity, settings.cue_alias_max
+    )
+    aliases: dict[str, str] = {}
+    for cue in wanted:  # the query's order: an alias of two query cues counts for the first
+        for name, _ in found.get(cue, []):
+            if name not in cues:
+                aliases.setdefault(name, cue)
+    return aliases
+
+
+def without_names(query: str, names: Iterable[str]) -> str:
+    """``query`` without these names (whole words, any case, with a possessive ``'s``); the
+    query itself when fewer than two words would be left."""
+    stripped = query
+    for name in names:
+        stripped = re.sub(rf"(?i)\b{re.escape(name)}(?:['’]s)?\b", " ", stripped)
+    stripped = " ".join(stripped.split())
+    return stripped if len(stripped.split()) >= 2 else query
+
+
+@traced("recognise")
+def recognise(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """What the graph knows of the query's cues, read once for the branches after it: how many
+    memories each encodes (their idf), which are hubs, and the stored cues that are aliases."""
+    context = runtime.context
+    store = context.store
+    parsed = state.get("parsed", {})
+    forms = cue_forms(list(dict.fromkeys(parsed.get("cues", []))))
+    hints = {normalise_cue_name(hint): hint for hint in parsed.get("entity_hints", [])}
+    hints.pop("", None)
+    counts = store.cue_engram_counts([*forms, *hints])
+    total = max(store.count_engrams(), 1)
+    ceiling = hub_ceiling(total)
+    hubs = sorted(name for name in {*forms.values(), *hints} if counts.get(name, 0) > ceiling)
+    aliases = find_aliases(context, list(dict.fromkeys(forms.values())), set(hubs))
+    if aliases:
+        counts |= store.cue_engram_counts(list(aliases))
+    hub_names = [hints[name] for name in hubs if name in hints]
+    return {
+        "recognised": {
+            "forms": forms | {alias: forms.get(cue, cue) for alias, cue in aliases.items()},
+            "counts": counts,
+            "total": total,
+            "hubs": hubs,
+            "aliases": aliases,
+            "embedded_query": without_names(state["query"], hub_names)
+            if context.settings.query_hub_names
+            else state["query"],
+        },
+        "_notes": f"hubs={hubs} aliases={aliases}",
+    }
+
+
 @traced("cue_traverse")
 def cue_traverse(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """Engrams encoded by the query's cues, scored by the idf-weighted share of cues matched."""
+    """Engrams encoded by the query's cues or their aliases, scored by the idf-weighted share of
+    the query's cues matched (an alias or a stem counts as the cue it stands for)."""
     store = runtime.context.store
-    forms = cue_forms(list(dict.fromkeys(state.get("parsed", {}).get("cues", []))))
+    recognised = state.get("recognised", {})
+    forms: dict[str, str] = recognised.get("forms", {})
     cues = list(dict.fromkeys(forms.values()))
     if not cues:
         return {"_notes": "no cues in the query"}
-    found = store.cue_engram_counts(list(forms))
     counts: dict[str, int] = {}
-    for form, count in found.items():
-        counts[forms[form]] = counts.get(forms[form], 0) + count
-    total = max(store.count_engrams(), 1)
+    for form, count in recognised.get("counts", {}).items():
+        if form in forms:
+            counts[forms[form]] = counts.get(forms[form], 0) + count
+    total = recognised.get("total", 1)
     weights = {name: idf(counts.get(name, 0), total) for name in cues}
     hits = store.engrams_by_cues(list(forms), candidate_pool(state["limit"]))
     scored: dict[str, Hit] = {}
@@ -130,7 +209,9 @@ def vector_search(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[s
     """Cosine similarity over engram embeddings (HNSW index when built, else brute force)."""
     context = runtime.context
     # An embedding endpoint failure propagates: it is the caller's error to report.
-    embedding = list(context.embedder.embed_query(state["query"]))
+    # Recall embeds the query without hub names (recognise); search mode, the query as given.
+    text = state.get("recognised", {}).get("embedded_query") or state["query"]
+    embedding = list(context.embedder.embed_query(text))
     floor = context.settings.vector_min_similarity
     # Search mode ranks by similarity alone, so the top ``limit`` is all it needs; recall
     # fuses branches and expands, so it takes a deeper pool.
@@ -154,9 +235,12 @@ def vector_search(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[s
 @traced("fulltext_search")
 def fulltext_search(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Keyword search (FTS index when built, else a scan); scores normalised to (0, 1]."""
-    hits = runtime.context.store.fulltext_search(
+    found = runtime.context.store.fulltext_search(
         state["query"], candidate_pool(state["limit"]), state.get("memory_type")
     )
+    # A match on words nearly every memory holds (a speaker's name) scores ~0 (FTS5 floors
+    # their idf near zero), yet rank fusion would credit it by its rank alone: rank 2 of 50.
+    hits = [h for h in found if h.score >= TEXT_MIN_SHARE]
     return {
         "hits": {h.id: {"text_score": h.score, "origins": ["fulltext"]} for h in hits},
         "_candidates": [{"id": h.id, "score": h.score} for h in hits],

@@ -384,6 +384,7 @@ class RecallOutput(TypedDict):
 
 class RecallState(RecallInput, total=False):
     parsed: dict[str, Any]  # cues, entity_hints, intent, keywords
+    recognised: dict[str, Any]  # the query's cues in the graph: counts, total, hubs, aliases
     query_embedding: list[float]
     hits: Annotated[dict[str, Hit], merge_hits]  # engram id -> signals, merged across branches
     candidates: list[Candidate]  # after gather, best relevance first; hops appended
