@@ -609,6 +609,12 @@ class GraphStore(Protocol):
         """
         ...
 
+    def set_cue_types(self, types: Mapping[str, str]) -> None:
+        """Set the type of each cue, by name (normalised here); an unknown name or an empty type
+        is a no-op. What a landed LLM analysis does: its types replace the ones a cue was created
+        with (``upsert_cues`` keeps a stored cue's type)."""
+        ...
+
     def cue_vectors(self) -> tuple[list[str], np.ndarray]:
         """The names of the cues that have an embedding, sorted, and those embeddings as the rows
         of a float32 matrix: what alias matching searches (``stores/aliases.py``)."""

@@ -53,7 +53,7 @@ from smriti.stores.base import (
 )
 from smriti.stores.cypher.batch import CypherGraphWrites
 from smriti.stores.cypher.connection import CypherConnection, UserGraph
-from smriti.stores.cypher.cue_vectors import CypherCueVectors
+from smriti.stores.cypher.cue_fields import CypherCueFields
 from smriti.stores.cypher.export import export_records
 from smriti.stores.cypher.graph import CypherGraphReads
 from smriti.stores.cypher.rows import (
@@ -96,9 +96,10 @@ class CypherGraphStore(StoreBase):
     cues_of = handed("reads", CypherGraphReads.cues_of)
     engrams_by_cues = handed("reads", CypherGraphReads.engrams_by_cues)
     cue_engram_counts = handed("reads", CypherGraphReads.cue_engram_counts)
-    cues_without_embedding = handed("cue_embeddings", CypherCueVectors.cues_without_embedding)
-    set_cue_embeddings = handed("cue_embeddings", CypherCueVectors.set_cue_embeddings)
-    cue_vectors = handed("cue_embeddings", CypherCueVectors.cue_vectors)
+    cues_without_embedding = handed("cue_fields", CypherCueFields.cues_without_embedding)
+    set_cue_embeddings = handed("cue_fields", CypherCueFields.set_cue_embeddings)
+    cue_vectors = handed("cue_fields", CypherCueFields.cue_vectors)
+    set_cue_types = handed("cue_fields", CypherCueFields.set_cue_types)
     relations_of = handed("reads", CypherGraphReads.relations_of)
     related_entities = handed("reads", CypherGraphReads.related_entities)
     delete_orphan_cues = handed("reads", CypherGraphReads.delete_orphan_cues)
@@ -123,7 +124,7 @@ class CypherGraphStore(StoreBase):
         self.graph = UserGraph(connection, self.user, self.dims)
         self.reads = CypherGraphReads(self.graph)
         self.writes = CypherGraphWrites(self.graph)
-        self.cue_embeddings = CypherCueVectors(self.graph)
+        self.cue_fields = CypherCueFields(self.graph)
         self.search = CypherSearch(self.graph, self.capabilities)
         self._migrate()
 

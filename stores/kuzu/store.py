@@ -49,7 +49,7 @@ from smriti.stores.base import (
 from smriti.stores.kuzu import schema
 from smriti.stores.kuzu.batch import GraphWrites
 from smriti.stores.kuzu.connection import Connection, locked
-from smriti.stores.kuzu.cue_vectors import CueVectors
+from smriti.stores.kuzu.cue_fields import CueFields
 from smriti.stores.kuzu.engrams import EngramTable
 from smriti.stores.kuzu.export import export_rows
 from smriti.stores.kuzu.graph import CueMap, FreshEdges, GraphReads
@@ -115,9 +115,10 @@ class KuzuStore(StoreBase):
     cues_of = handed("reads", GraphReads.cues_of)
     engrams_by_cues = handed("reads", GraphReads.engrams_by_cues)
     cue_engram_counts = handed("reads", GraphReads.cue_engram_counts)
-    cues_without_embedding = handed("cue_embeddings", CueVectors.cues_without_embedding)
-    set_cue_embeddings = handed("cue_embeddings", CueVectors.set_cue_embeddings)
-    cue_vectors = handed("cue_embeddings", CueVectors.cue_vectors)
+    cues_without_embedding = handed("cue_fields", CueFields.cues_without_embedding)
+    set_cue_embeddings = handed("cue_fields", CueFields.set_cue_embeddings)
+    cue_vectors = handed("cue_fields", CueFields.cue_vectors)
+    set_cue_types = handed("cue_fields", CueFields.set_cue_types)
     relations_of = handed("reads", GraphReads.relations_of)
     related_entities = handed("reads", GraphReads.related_entities)
     delete_orphan_cues = handed("reads", GraphReads.delete_orphan_cues)
@@ -171,7 +172,7 @@ class KuzuStore(StoreBase):
         self.fresh = FreshEdges()
         self.reads = GraphReads(self.db, self.cues, self.fresh)
         self.writes = GraphWrites(self.db, self.cues, self.fresh, dims)
-        self.cue_embeddings = CueVectors(self.db, self.cues, dims)
+        self.cue_fields = CueFields(self.db, self.cues, dims)
         try:
             for change in schema.migrate(self.db.run, dims, self.path):
                 logger.info("%s: migration: %s", self.path, change)

@@ -221,6 +221,18 @@ class Graph:
             [(to_blob(embedding), cue_id) for cue_id, embedding in sorted(embeddings.items())],
         )
 
+    @written
+    def set_cue_types(self, types: Mapping[str, str]) -> None:
+        """The type of each cue, by name (normalised here); an unknown name is a no-op."""
+        rows = sorted(
+            {normalise_cue_name(name): cue_type for name, cue_type in types.items() if cue_type}.items()
+        )
+        if rows:
+            # Cached cues carry their type: drop them now and again once the change is visible.
+            self.cue_cache.clear()
+            self.db.after_commit(self.cue_cache.clear)
+            self.db.write_many("UPDATE cue SET cue_type = ? WHERE name = ?", [(t, n) for n, t in rows if n])
+
     def cue_vectors(self) -> tuple[list[str], np.ndarray]:
         """Names of the cues with an embedding (sorted) and their embeddings as float32 rows."""
         rows = self.db.read("SELECT name, embedding FROM cue WHERE embedding IS NOT NULL ORDER BY name")

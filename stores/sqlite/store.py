@@ -106,6 +106,7 @@ class SqliteStore(StoreBase):
     cues_without_embedding = handed("graph", Graph.cues_without_embedding)
     set_cue_embeddings = handed("graph", Graph.set_cue_embeddings)
     cue_vectors = handed("graph", Graph.cue_vectors)
+    set_cue_types = handed("graph", Graph.set_cue_types)
     add_cooccurrences = handed("graph", Graph.add_cooccurrences)
     add_relations = handed("graph", Graph.add_relations)
     relations_of = handed("graph", Graph.relations_of)

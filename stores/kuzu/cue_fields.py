@@ -1,6 +1,7 @@
-"""Cue embeddings of the embedded store: :class:`CueVectors` (what alias matching reads).
+"""What is written to existing cues of the embedded store: :class:`CueFields`.
 
-Consolidation fills the embeddings of cues created without one (``nodes/index.py``); recall's
+Their types (a landed LLM analysis names them, ``nodes/enrich.py``) and their embeddings:
+consolidation fills the embeddings of cues created without one (``nodes/index.py``), recall's
 alias index reads them all at once (``stores/aliases.py``). Kuzu cannot ``SET`` a fixed-size
 list column from a parameter of another length, so sizes are checked before anything is written.
 """
@@ -11,13 +12,13 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from smriti.stores.base import Cue, check_dims
+from smriti.stores.base import Cue, check_dims, normalise_cue_name
 from smriti.stores.kuzu.connection import Connection, locked
 from smriti.stores.kuzu.graph import CueMap
 
 
-class CueVectors:
-    """``cues_without_embedding``, ``set_cue_embeddings`` and ``cue_vectors`` of the protocol.
+class CueFields:
+    """``cues_without_embedding``, ``set_cue_embeddings``, ``cue_vectors`` and ``set_cue_types``.
 
     Args:
         db: the store's connection.
@@ -61,3 +62,15 @@ class CueVectors:
         names = [name for name, _ in rows]
         matrix = np.asarray([v for _, v in rows], dtype=np.float32).reshape(len(rows), self.dims)
         return names, matrix
+
+    @locked
+    def set_cue_types(self, types: Mapping[str, str]) -> None:
+        wanted = {normalise_cue_name(name): cue_type for name, cue_type in types.items() if cue_type}
+        known = self.cues.names()
+        rows = [{"id": known[n].id, "t": t} for n, t in sorted(wanted.items()) if n in known]
+        if not rows:
+            return
+        self.db.run("UNWIND $rows AS row MATCH (c:Cue {id: row.id}) SET c.cue_type = row.t", {"rows": rows})
+        for name, cue_type in wanted.items():
+            if name in known:
+                known[name].cue_type = cue_type

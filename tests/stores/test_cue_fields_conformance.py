@@ -1,6 +1,7 @@
-"""Cue embeddings on every backend (see conftest.BACKENDS): cues are created without one, the
-ones missing an embedding are listed, set in a batch, and read back as the matrix alias
-matching searches; a vector of the wrong size is refused and nothing is written."""
+"""Cue types and cue embeddings on every backend (see conftest.BACKENDS): a cue's type is
+replaced by name (what a landed LLM analysis does); cues are created without an embedding, the
+ones missing one are listed, set in a batch and read back as the matrix alias matching searches;
+a vector of the wrong size is refused and nothing is written."""
 
 from __future__ import annotations
 
@@ -51,3 +52,18 @@ def test_a_cue_embedding_of_another_size_is_refused_and_nothing_is_written(store
         store.set_cue_embeddings({ids["camping"]: _vector(dims, 1), ids["pottery"]: [0.5] * (dims + 1)})
     assert [c.name for c in store.cues_without_embedding(10)] == ["camping", "pottery"]
     assert store.cue_vectors()[0] == []
+
+
+def test_cue_types_are_replaced_by_name_and_read_back_everywhere(store):
+    from smriti.stores.base import Engram
+
+    store.create_engram(Engram(id="e1", content="the database engineer recommends cursors"))
+    [cue] = store.link_cues("e1", [Cue(name="Database Engineer", cue_type="technology")])
+    store.cues_of(["e1"])  # a backend caching cues must not keep the old type
+    store.set_cue_types({"database engineer": "agent", "no such cue": "person", "cursor": ""})
+    [after] = store.cues_of(["e1"])["e1"]
+    assert (after.id, after.name, after.cue_type) == (cue.id, cue.name, "agent")
+    assert [c.cue_type for c in store.upsert_cues([Cue(name="database-engineer")])] == ["agent"]
+    assert store.cue_engram_counts(["no such cue"]) == {}  # an unknown name creates nothing
+    [row] = store.recall_rows(["e1"])
+    assert [(c.name, c.cue_type) for c in row.cues] == [(cue.name, "agent")]

@@ -1,8 +1,9 @@
-"""Cue embeddings of the openCypher stores: :class:`CypherCueVectors` (what alias matching reads).
+"""What is written to existing cues of the openCypher stores: :class:`CypherCueFields`.
 
-Consolidation fills the embeddings of cues created without one (``nodes/index.py``); recall's
-alias index reads them all at once (``stores/aliases.py``). Written through the backend's vector
-expression (FalkorDB's ``vecf32``), as a cue created with an embedding is.
+Their types (a landed LLM analysis names them, ``nodes/enrich.py``) and their embeddings:
+consolidation fills the embeddings of cues created without one (``nodes/index.py``), recall's
+alias index reads them all at once (``stores/aliases.py``). Embeddings are written through the
+backend's vector expression (FalkorDB's ``vecf32``), as a cue created with an embedding is.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from smriti.stores.base import Cue
+from smriti.stores.base import Cue, normalise_cue_name
 from smriti.stores.cypher.connection import UserGraph
 
 
-class CypherCueVectors:
-    """``cues_without_embedding``, ``set_cue_embeddings`` and ``cue_vectors`` of the protocol."""
+class CypherCueFields:
+    """``cues_without_embedding``, ``set_cue_embeddings``, ``cue_vectors`` and ``set_cue_types``."""
 
     def __init__(self, graph: UserGraph) -> None:
         self.graph = graph
@@ -47,3 +48,12 @@ class CypherCueVectors:
         names = [r["name"] for r in rows]
         matrix = np.asarray([r["embedding"] for r in rows], dtype=np.float32)
         return names, matrix.reshape(len(rows), self.graph.dims)
+
+    def set_cue_types(self, types: Mapping[str, str]) -> None:
+        wanted = {normalise_cue_name(name): cue_type for name, cue_type in types.items() if cue_type}
+        rows = [{"name": n, "t": t} for n, t in sorted(wanted.items()) if n]
+        if rows:
+            self.graph.q(
+                "UNWIND $rows AS row MATCH (c:Cue {user: $user, name: row.name}) SET c.cue_type = row.t",
+                rows=rows,
+            )
