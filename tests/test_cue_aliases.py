@@ -138,11 +138,32 @@ def test_alias_index_reloads_when_old_or_invalidated_and_embeds_only_unknown_cue
     _store(context, "A walk on the trail helps me relax")
     _consolidate(context)
     index.invalidate()  # what this process's consolidation does: the next lookup reloads first
-    assert "walk" in index._current()[1]
+    assert "walk" in index._current().position
     assert index.aliases(["destress"], synonyms.embed_documents, 0.6, 1)["destress"][0][0] == "relax"
     assert index.aliases(["pottery"], synonyms.embed_documents, 0.6, 3)["pottery"] == [
         ("ceramics", pytest.approx(1.0))
     ]
+
+
+def test_past_exact_cues_an_hnsw_graph_answers_as_the_exact_product_does(make_context):
+    context = make_context()  # hashing: cue names sharing a word are close
+    for word in WORDS:
+        _store(context, f"the {word} review meeting and the {word} plan for the {word} team")
+    _consolidate(context)
+    cues = ["review", "budget", "meeting", "launch plan", "unknown words"]
+    exact = AliasIndex(context.store, refresh_seconds=60)
+    graph = AliasIndex(context.store, refresh_seconds=60, exact_cues=5)
+    embed = context.embedder.embed_documents
+    want = exact.aliases(cues, embed, 0.3, 3)
+    assert any(want.values())
+    graph.aliases(cues, embed, 0.3, 3)  # answered exactly while the graph is built
+    graph.wait()
+    space = graph._current()
+    assert space.graph is not None and space.matrix is None
+    got = graph.aliases(cues, embed, 0.3, 3)
+    assert {c: [n for n, _ in v] for c, v in got.items()} == {c: [n for n, _ in v] for c, v in want.items()}
+    for cue in cues:
+        assert [s for _, s in got[cue]] == pytest.approx([s for _, s in want[cue]], abs=1e-3)
 
 
 def test_hub_names_are_left_out_of_the_query_embedding(make_context):
