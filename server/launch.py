@@ -28,10 +28,11 @@ from smriti.config import Settings, load_settings
 from smriti.errors import SmritiError
 from smriti.runtime import startup_error
 from smriti.server.app import build_server
-from smriti.server.auth import HttpAuth, plan_http_auth, serve_resource_metadata
+from smriti.server.auth import HttpAuth, plan_http_auth
 from smriti.server.http_limits import uvicorn_limits
 from smriti.server.logs import configure_logging
 from smriti.server.stdio import run_stdio
+from smriti.server.workers import http_app, serve_workers
 
 logger = logging.getLogger("smriti.server")
 
@@ -73,9 +74,7 @@ async def _serve_http(
 ) -> None:
     import uvicorn
 
-    app = server.streamable_http_app(host=host)
-    if auth is not None:
-        serve_resource_metadata(app, auth)
+    app = http_app(server, host, auth)
     log_level = settings.log_level
     # log_config=None: uvicorn's default config would send access logs to stdout.
     config = uvicorn.Config(
@@ -95,8 +94,12 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     no_auth: bool = False,
+    workers: int = 1,
 ) -> None:
     """Run the server until the client disconnects (stdio) or a signal arrives.
+
+    ``workers`` > 1 (streamable HTTP only) runs that many processes on the port
+    (:mod:`smriti.server.workers`).
 
     Over streamable HTTP every request is authenticated (server/auth.py) unless ``no_auth``,
     which only a loopback ``host`` allows; a refused configuration exits 2 with one line.
@@ -109,6 +112,8 @@ def serve(
         from smriti.server.shared.relay import serve_relay  # one server per user, shared by every client
 
         return serve_relay(settings)
+    if transport == "streamable-http" and workers > 1:
+        return serve_workers(settings, host, port, no_auth, workers)
     configure_logging(settings.log_level)
     auth: HttpAuth | None = None
     if transport == "streamable-http":
@@ -162,6 +167,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="streamable-http without bearer tokens, as ACCESSING_USER (loopback binds only)",
     )
     parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="streamable-http: server processes on the port, sharing each user's memory "
+        "(default HTTP_WORKERS, 1; SQLite, FalkorDB or Neo4j)",
+    )
+    parser.add_argument(
         "--shared-daemon",
         action="store_true",
         help="run the user's shared server on its unix socket in the foreground (stdio clients start it)",
@@ -181,4 +193,10 @@ def main(argv: list[str] | None = None) -> None:
     except SmritiError as error:
         print(f"smriti-mcp: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    serve(settings, args.transport, args.host, args.port, no_auth=args.no_auth)
+    http = args.transport == "streamable-http"
+    workers = args.workers if args.workers is not None else settings.http_workers if http else 1
+    if workers < 1 or (workers > 1 and not http):
+        print("smriti-mcp: --workers takes a number >= 1, and more than 1 only with --transport "
+              "streamable-http", file=sys.stderr)  # fmt: skip
+        raise SystemExit(2)
+    serve(settings, args.transport, args.host, args.port, no_auth=args.no_auth, workers=workers)

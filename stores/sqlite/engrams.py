@@ -39,6 +39,22 @@ class CacheListener(Protocol):
     def retyped(self, engram_id: str, memory_type: str) -> None: ...
 
 
+class _NoCaches:
+    """The listener of a shared store, whose caches follow the change log instead (see .changes)."""
+
+    def added(self, engram_id: str, memory_type: str, embedding: Sequence[float] | None) -> None:
+        pass
+
+    def removed(self, engram_id: str) -> None:
+        pass
+
+    def retyped(self, engram_id: str, memory_type: str) -> None:
+        pass
+
+
+NO_CACHES: CacheListener = _NoCaches()
+
+
 class EngramTable:
     """Engram reads and writes.
 

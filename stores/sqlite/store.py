@@ -40,8 +40,9 @@ from smriti.stores.base import (
 )
 from smriti.stores.paths import store_path
 from smriti.stores.sqlite import schema
+from smriti.stores.sqlite.changes import ChangeFeed
 from smriti.stores.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Database
-from smriti.stores.sqlite.engrams import EngramTable
+from smriti.stores.sqlite.engrams import NO_CACHES, EngramTable
 from smriti.stores.sqlite.export import export_rows
 from smriti.stores.sqlite.graph import Graph
 from smriti.stores.sqlite.search import SearchIndex
@@ -65,7 +66,9 @@ def sqlite_path(settings: Settings, user: str) -> Path:
 
 
 def open_sqlite(settings: Settings, user: str, **options: Any) -> SqliteStore:
-    """Open ``user``'s SQLite store; ``options`` go to :class:`SqliteStore`."""
+    """Open ``user``'s SQLite store (shared when several HTTP workers serve it: HTTP_WORKERS > 1);
+    ``options`` go to :class:`SqliteStore`."""
+    options.setdefault("shared", settings.http_workers > 1)
     return SqliteStore(sqlite_path(settings, user), user=user, dims=settings.embedding_dims, **options)
 
 
@@ -77,6 +80,9 @@ class SqliteStore(StoreBase):
         user: whose memory this is (for messages; isolation is the file).
         dims: embedding dimension (EMBEDDING_DIMS); a file written with another is refused.
         busy_timeout: seconds a statement waits for a lock.
+        shared: other processes opened with ``shared`` write the file too (the HTTP workers of
+            ``smriti-mcp --workers N``): the caches follow every process's commits through the
+            change log (:mod:`.changes`), and ``capabilities.shared`` tells the pipelines.
 
     Raises:
         StoreError: the file is held by another process, or cannot be opened.
@@ -88,10 +94,16 @@ class SqliteStore(StoreBase):
     capabilities = Capabilities(vector_index=False, fulltext=True)
 
     def __init__(
-        self, path: Path, *, user: str, dims: int, busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+        self,
+        path: Path,
+        *,
+        user: str,
+        dims: int,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        shared: bool = False,
     ) -> None:
         self.user, self.path, self.dims = user, Path(path), dims
-        self.db = Database(self.path, user=user, busy_timeout=busy_timeout)
+        self.db = Database(self.path, user=user, busy_timeout=busy_timeout, shared=shared)
         try:
             self.index = SearchIndex(
                 self.db,
@@ -101,12 +113,19 @@ class SqliteStore(StoreBase):
                 ids=lambda: self.engrams.embedded_ids(),
                 index_path=self.path.with_name(self.path.name + ".vectors"),
             )
-            self.engrams = EngramTable(self.db, self.index, dims)
+            # Shared, the vector cache follows the change log only (this process's commits too:
+            # one path, in commit order), not the commit hooks.
+            self.engrams = EngramTable(self.db, NO_CACHES if shared else self.index, dims)
             self.graph = Graph(self.db, dims)
             with self.db.transaction():
                 for change in schema.migrate(self.db.write, dims, self.path):
                     logger.info("%s: migration: %s", self.path, change)
             self.index.fulltext_index = self.get_meta("fulltext_index") == "1"
+            if shared:
+                self.capabilities = Capabilities(vector_index=False, fulltext=True, shared=True)
+                self.index.feed = self.graph.feed = ChangeFeed(
+                    self.db, self.index.follow, self.graph.cue_cache.clear, self._reload_caches
+                )
         except BaseException:
             self.db.close()
             raise
@@ -119,6 +138,10 @@ class SqliteStore(StoreBase):
 
     def warm(self) -> None:
         self.index.warm()
+
+    def _reload_caches(self) -> None:
+        self.index.invalidate()
+        self.graph.cue_cache.clear()
 
     def finish_indexes(self, on_progress: Callable[[int, int], None] | None = None) -> None:
         self.index.finish(on_progress)
@@ -214,6 +237,15 @@ class SqliteStore(StoreBase):
     def superseded_ids(self, engram_id: str) -> list[str]:
         rows = self.db.read(  # "<> ''" lets the planner use the partial index engram_superseded
             "SELECT id FROM engram WHERE superseded_by = ? AND superseded_by <> '' ORDER BY id", (engram_id,)
+        )
+        return [row[0] for row in rows]
+
+    def latest_of_source(self, source: str, limit: int) -> list[str]:
+        """Asked only when shared (another worker may have stored the previous turn)."""
+        rows = self.db.read(  # "<> ''" lets the planner use the partial index engram_source
+            "SELECT id FROM engram WHERE source = ? AND source <> '' "
+            "ORDER BY created_at DESC, id DESC LIMIT ?",
+            (source, int(limit)),
         )
         return [row[0] for row in rows]
 
