@@ -56,6 +56,11 @@ def failures(run: dict[str, Any]) -> list[str]:
     return lines
 
 
+def http_key(workers: int) -> str:
+    """The phase of the HTTP run with ``workers`` processes ("http" for one, as before)."""
+    return "http" if workers == 1 else f"http_w{workers}"
+
+
 def render(report: dict[str, Any]) -> str:
     runs = [r for r in report["runs"] if "phases" in r]
     overview, latency, http = [], [], []
@@ -109,23 +114,8 @@ def render(report: dict[str, Any]) -> str:
                     _get(steps, where, "load"),
                 ]
             )
-        many = next((k for k in hsteps if k.startswith("clients_") and k != "clients_1"), None)
-        one_tp, one_p50 = _ok(hsteps, "clients_1", "calls_per_s"), _ok(hsteps, "clients_1", "p50")
-        n_tp = _ok(hsteps, many, "calls_per_s") if many else math.nan
-        n_p50 = _ok(hsteps, many, "p50") if many else math.nan
-        http.append(
-            [
-                *key,
-                one_tp,
-                one_p50,
-                many.split("_")[1] if many else "-",
-                n_tp,
-                n_p50,
-                ratio(n_tp, one_tp) if one_tp == one_tp else math.nan,
-                _ok(hsteps, "consolidate", "concurrent_recall", "p50"),
-                _get(hsteps, many or "clients_1", "load"),
-            ]
-        )
+        for phase in sorted((k for k in p if k == "http" or k.startswith("http_w")), key=len):
+            http.append([*key, *_http_row(p[phase])])
     ref_rows = []
     for run in runs:
         ref = run["phases"].get("stdio", {}).get("steps", {}).get("reference")
@@ -206,10 +196,11 @@ def render(report: dict[str, Any]) -> str:
             latency,
             numeric_from=1,
         )
-        + "\n\n### Recall over streamable HTTP: 1 against many concurrent clients\n\n"
+        + "\n\n### Recall over streamable HTTP: 1 against many concurrent clients, by workers\n\n"
         + markdown_table(
             [
                 *key_headers,
+                "workers",
                 "1 client calls/s",
                 "1 client p50",
                 "clients",
@@ -217,7 +208,7 @@ def render(report: dict[str, Any]) -> str:
                 "p50",
                 "throughput x",
                 "recall p50 during consolidation",
-                "load",
+                "load before/after",
             ],
             http,
             numeric_from=1,
@@ -230,3 +221,26 @@ def render(report: dict[str, Any]) -> str:
         "\n### Failed or capped phases\n\n" + ("\n".join(f"- {line}" for line in fails) or "- none") + "\n"
     )
     return text
+
+
+def _http_row(phase: dict[str, Any]) -> list[Any]:
+    """workers, 1 client calls/s and p50, N clients, calls/s, p50, ratio, recall during
+    consolidation, load average (1 min) before and after the phase."""
+    steps = phase.get("steps", {})
+    many = next((k for k in steps if k.startswith("clients_") and k != "clients_1"), None)
+    one_tp, one_p50 = _ok(steps, "clients_1", "calls_per_s"), _ok(steps, "clients_1", "p50")
+    n_tp = _ok(steps, many, "calls_per_s") if many else math.nan
+    n_p50 = _ok(steps, many, "p50") if many else math.nan
+    before, after = phase.get("load_before"), phase.get("load_after")
+    loads = f"{before[0]:.1f}/{after[0]:.1f}" if before and after else _get(steps, "clients_1", "load")
+    return [
+        phase.get("workers", 1),
+        one_tp,
+        one_p50,
+        many.split("_")[1] if many else "-",
+        n_tp,
+        n_p50,
+        ratio(n_tp, one_tp) if one_tp == one_tp else math.nan,
+        _ok(steps, "consolidate", "concurrent_recall", "p50"),
+        loads,
+    ]

@@ -351,12 +351,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def http_phase(env, queries, clients, calls, timeout, work, progress) -> dict[str, Any]:
+def http_phase(env, queries, clients, calls, timeout, work, progress, workers: int = 1) -> dict[str, Any]:
     port = free_port()
     # One user on loopback: the benchmark measures the memory, not the token check.
     command = [*script("smriti-mcp"), "--transport", "streamable-http", "--port", str(port), "--no-auth"]
+    command += ["--workers", str(workers)]
     log = work / f"http-{env['ACCESSING_USER']}.log"
-    out: dict[str, Any] = {"steps": {}}
+    out: dict[str, Any] = {"steps": {}, "workers": workers, "load_before": list(os.getloadavg())}
     started = time.perf_counter()
     with log.open("a") as stream:
         process = subprocess.Popen(command, env=env, stdout=stream, stderr=stream, start_new_session=True)
@@ -378,9 +379,18 @@ def http_phase(env, queries, clients, calls, timeout, work, progress) -> dict[st
             out["status"] = "failed"
             out["error"] = error_text(error)
         out["rss_end"] = memory_of(process.pid)
+        if workers > 1:  # the supervisor above; each worker holds its own caches
+            out["worker_rss"] = [memory_of(pid) for pid in _children(process.pid)]
+        out["load_after"] = list(os.getloadavg())
     finally:
         _stop(process)
     return out
+
+
+def _children(pid: int) -> list[int]:
+    with contextlib.suppress(OSError):
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return []
 
 
 async def _http(url, queries, clients, calls, timeout, progress, out) -> None:
