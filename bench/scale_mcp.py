@@ -11,7 +11,9 @@ For each size N (and embedding dimension, default 1,536, the server's default):
    analysed by the offline analyser into cues, co-occurrences, relations and associations
    (``bench/scale_corpus.py``), written as a ``smriti export`` JSON Lines file;
 2. import: ``smriti import FILE`` (embeddings given) fills a fresh store (memories/s);
-3. stdio: ``smriti-mcp`` through the ``mcp`` SDK client: start-up to the first tool answer,
+3. stdio: ``smriti-mcp`` through the ``mcp`` SDK client (the server in-process, or with
+   ``--stdio-shared`` the relay and a cold shared server, as clients run it): the answer to
+   ``initialize``, start-up to the first tool answer,
    the first recall after a fresh start, server RSS (``/proc/<pid>/status``), then p50/p95 of
    ``smriti_store`` (new texts), ``smriti_recall`` in modes recall, search and list (LoCoMo and
    HotpotQA questions). The MCP reference memory server (``@modelcontextprotocol/server-memory``,
@@ -132,8 +134,9 @@ def run_one(args, size: int, dims: int, backend: str, work: Path, falkor_port: i
         reference = reference_command(work / f"reference-{size}-{dims}.jsonl")
     queries = corpus.queries[: args.queries]
     if not args.skip_stdio:
+        stdio_env = {**env, "SMRITI_SHARED": "true"} if args.stdio_shared else env
         phases["stdio"] = stdio_phase(
-            env, corpus, matrix, queries, args.stores, reference, args.phase_timeout, work, progress
+            stdio_env, corpus, matrix, queries, args.stores, reference, args.phase_timeout, work, progress
         )
     for workers in args.workers:
         progress(f"{backend} N={size}: http with {workers} worker(s)")
@@ -177,6 +180,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="HTTP phase once per value: smriti-mcp --workers N (e.g. 1 2)",
     )
     parser.add_argument("--skip-stdio", action="store_true", help="skip the stdio phase (HTTP only)")
+    parser.add_argument(
+        "--stdio-shared",
+        action="store_true",
+        help="stdio through the relay to a cold shared server (as MCP clients run it; stopped after)",
+    )
     parser.add_argument(
         "--embedded",
         nargs="*",

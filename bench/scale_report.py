@@ -79,6 +79,7 @@ def render(report: dict[str, Any]) -> str:
                 _ok(p, "import", "memories_per_s"),
                 _get(p, "import", "seconds"),
                 _get(p, "import", "index_seconds"),
+                _get(stdio, "initialize_ms"),
                 _get(stdio, "first_answer_ms"),
                 _get(stdio, "first_recall_ms"),
                 _get(stdio, "rss_start", "VmRSS"),
@@ -151,6 +152,8 @@ def render(report: dict[str, Any]) -> str:
         "co-occurrences, relations and associations included), memories/s over the command less its "
         "vector index build (past 20,000 vectors the import builds the HNSW index before it returns; "
         "its time is the next column, included in `import s`). "
+        "Initialize answered = process spawn to the answer to `initialize` (with --stdio-shared: "
+        "through the relay, from a cold shared server). "
         "Start-up = process spawn to the first recall's answer, through initialize and tools/list (as "
         "IDE clients start a session); first recall = that call alone (the harness imports the client's "
         "jsonschema before it starts the server: that lazy import is the Python client's cost). "
@@ -164,6 +167,7 @@ def render(report: dict[str, Any]) -> str:
                 "import mem/s",
                 "import s",
                 "of which vector index s",
+                "initialize answered",
                 "start-up to 1st answer",
                 "1st recall",
                 "RSS start MB",

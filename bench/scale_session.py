@@ -219,6 +219,7 @@ def stdio_phase(env, corpus, matrix, queries, stores, reference, timeout, work, 
     # The floor first, while none of the benchmark's servers runs (a server shutting down
     # after the session would share the CPU with it).
     out: dict[str, Any] = {"steps": {}, "numpy": numpy_floor(matrix, queries, matrix.shape[1])}
+    out["shared"] = env.get("SMRITI_SHARED") == "true"
     try:
         anyio.run(_stdio, env, corpus, queries, stores, reference, timeout, work, progress, out)
         out["status"] = "ok"
@@ -227,6 +228,9 @@ def stdio_phase(env, corpus, matrix, queries, stores, reference, timeout, work, 
             raise
         out["status"] = "failed"
         out["error"] = error_text(error)
+    finally:
+        if out["shared"]:  # the shared server outlives the relay (idle timeout): stop it now
+            subprocess.run([*script("smriti"), "stop"], env=env, capture_output=True, timeout=60)
     return out
 
 
@@ -246,6 +250,7 @@ async def _stdio(env, corpus, queries, stores, reference, timeout, work, progres
             started = time.perf_counter()
             client = await stack.enter_async_context(Client(stdio_client(params, errlog=errlog)))
             out["initialize_ms"] = (time.perf_counter() - started) * 1000.0
+            progress(f"stdio: initialize answered after {out['initialize_ms']:.0f} ms")
             # As IDE clients do at the start of a session (and the SDK client would do inside the
             # first call, to validate results against the tools' output schemas).
             await client.list_tools()
