@@ -175,9 +175,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--workers",
         type=int,
-        nargs="+",
+        nargs="*",
         default=[1],
-        help="HTTP phase once per value: smriti-mcp --workers N (e.g. 1 2)",
+        help="HTTP phase once per value: smriti-mcp --workers N (e.g. 1 2; none: no HTTP phase)",
     )
     parser.add_argument("--skip-stdio", action="store_true", help="skip the stdio phase (HTTP only)")
     parser.add_argument(

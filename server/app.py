@@ -407,8 +407,16 @@ def _bound_limit(server: MCPServer, maximum: int) -> None:
 
 
 def _open_ready(settings: Settings, user: str | None) -> Runtime:
-    """Open a user's runtime (None: ACCESSING_USER) with its graphs compiled, so its first call need not."""
+    """Open a user's runtime (None: ACCESSING_USER, at start).
+
+    An HTTP user's graphs are compiled here, so that user's first call need not. The start-up
+    user's are compiled in the background instead (:func:`_warm`): ``initialize`` is answered
+    once the store is open (a locked store still fails the start), not ~1 s of LangGraph
+    imports and compiles later; a call that comes sooner waits for the same import.
+    """
     runtime = open_runtime(settings) if user is None else open_runtime(settings, user=user)
+    if user is None:
+        return runtime
     try:
         runtime.memory.load_graphs()
     except BaseException:
@@ -432,9 +440,15 @@ def _start_background(tasks: anyio.abc.TaskGroup, runtime: Runtime) -> None:
 
 
 def _warm(runtime: Runtime) -> None:
+    """Compile the graphs (recall's first), then load the word lists and the vector cache.
+
+    In one thread, in the order a first call needs them; Python's import lock makes a call
+    that arrives meanwhile wait for the import in progress rather than start a second one.
+    """
     from smriti.providers import cue_words
 
     try:
+        runtime.memory.load_graphs()
         cue_words.warm()
         runtime.memory.context.store.warm()
     except Exception:  # why: a query will load it (or report the failure) itself

@@ -18,21 +18,20 @@ import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Literal
-
-import anyio
-from mcp.server.mcpserver import MCPServer
+from typing import TYPE_CHECKING, Literal
 
 from smriti import __version__
 from smriti.config import Settings, load_settings
 from smriti.errors import SmritiError
-from smriti.runtime import startup_error
-from smriti.server.app import build_server
-from smriti.server.auth import HttpAuth, plan_http_auth
-from smriti.server.http_limits import uvicorn_limits
-from smriti.server.logs import configure_logging
-from smriti.server.stdio import run_stdio
-from smriti.server.workers import http_app, serve_workers
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from smriti.server.auth import HttpAuth
+
+# The server's own modules (the MCP SDK's server, the app, LangGraph behind it) are imported
+# where they are used: the stdio relay, what MCP clients start, needs none of them, and it
+# answers a cold client's `initialize` only after its imports and the shared server's.
 
 logger = logging.getLogger("smriti.server")
 
@@ -44,6 +43,9 @@ async def _serve_stdio(server: MCPServer, closed: threading.Event) -> None:
     SDK's stdin reader sits in a thread that cannot be interrupted until the client writes
     or closes stdin. Once the database is closed we therefore exit the process ourselves.
     """
+    import anyio
+
+    from smriti.server.stdio import run_stdio
 
     async def exit_when_closed() -> None:
         while not closed.is_set():
@@ -73,6 +75,9 @@ async def _serve_http(
     server: MCPServer, host: str, port: int, settings: Settings, auth: HttpAuth | None
 ) -> None:
     import uvicorn
+
+    from smriti.server.http_limits import uvicorn_limits
+    from smriti.server.workers import http_app
 
     app = http_app(server, host, auth)
     log_level = settings.log_level
@@ -109,11 +114,23 @@ def serve(
         are not raised: they are printed as one line on stderr and the process exits 1.
     """
     if transport == "stdio" and settings.shared and hasattr(socket, "AF_UNIX"):
+        from smriti.server.shared.client import start_server_early
+
+        start_server_early(settings)  # while the relay imports the MCP SDK
         from smriti.server.shared.relay import serve_relay  # one server per user, shared by every client
 
         return serve_relay(settings)
     if transport == "streamable-http" and workers > 1:
+        from smriti.server.workers import serve_workers
+
         return serve_workers(settings, host, port, no_auth, workers)
+    import anyio
+
+    from smriti.runtime import startup_error
+    from smriti.server.app import build_server
+    from smriti.server.auth import plan_http_auth
+    from smriti.server.logs import configure_logging
+
     configure_logging(settings.log_level)
     auth: HttpAuth | None = None
     if transport == "streamable-http":
