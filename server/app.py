@@ -434,9 +434,11 @@ def _start_background(tasks: anyio.abc.TaskGroup, runtime: Runtime) -> None:
     if settings.analysis_worker and runtime.memory.start_analysis_worker():
         logger.info("LLM analysis runs in the background: %s", runtime.memory.analysis_queue())
     if settings.consolidation_interval > 0:
-        tasks.start_soon(_every, settings.consolidation_interval, "consolidation", runtime.consolidate)
+        consolidate = one_worker_at_a_time(runtime, "consolidation", runtime.consolidate)
+        tasks.start_soon(_every, settings.consolidation_interval, "consolidation", consolidate)
     if runtime.backup is not None and settings.backup_sync_interval > 0:
-        tasks.start_soon(_every, settings.backup_sync_interval, "backup sync", runtime.sync)
+        sync = one_worker_at_a_time(runtime, "backup sync", runtime.sync)
+        tasks.start_soon(_every, settings.backup_sync_interval, "backup sync", sync)
 
 
 def _warm(runtime: Runtime) -> None:
@@ -453,6 +455,32 @@ def _warm(runtime: Runtime) -> None:
         runtime.memory.context.store.warm()
     except Exception:  # why: a query will load it (or report the failure) itself
         logger.debug("warming the store failed", exc_info=True)
+
+
+def one_worker_at_a_time(runtime: Runtime, what: str, func: Callable[[], Any]) -> Callable[[], Any]:
+    """``func`` (a periodic consolidation or backup sync of ``runtime``'s user), run by one
+    worker at a time: each worker has the timer, and the one that finds another worker running
+    it skips that round (two consolidations at once on one file would both decay from the same
+    watermark; two backup pushes of one memory would race). One worker: ``func`` itself."""
+    settings = runtime.settings
+    if settings.http_workers <= 1:
+        return func
+    from smriti.stores.paths import process_lock, try_lock, user_folder
+
+    folder = user_folder(settings.storage_location, runtime.memory.context.store.user)
+
+    def guarded() -> Any:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = process_lock(folder / f"{what.replace(' ', '-')}.lock")
+        if not try_lock(lock):
+            logger.info("periodic %s: another worker is running it; skipped", what)
+            return None
+        try:
+            return func()
+        finally:
+            lock.release()
+
+    return guarded
 
 
 async def _every(seconds: float, what: str, func: Callable[[], Any]) -> None:

@@ -142,3 +142,29 @@ def test_workers_refuse_kuzu_and_a_file_held_by_a_lone_server(tmp_path):
         assert held.returncode == 1 and "stop it first" in held.stderr
     finally:
         lone.stop()
+
+
+def test_periodic_maintenance_runs_in_one_worker_at_a_time(settings):
+    from smriti.runtime import close_runtime, open_runtime
+    from smriti.server.app import one_worker_at_a_time
+
+    runtime = open_runtime(settings.model_copy(update={"http_workers": 2}))
+    try:
+        runs: list[str] = []
+
+        def consolidate() -> str:
+            # Another worker's timer fires while this one runs: it skips the round.
+            runs.append("outer")
+            assert other() is None
+            return "done"
+
+        first = one_worker_at_a_time(runtime, "consolidation", consolidate)
+        other = one_worker_at_a_time(runtime, "consolidation", lambda: runs.append("inner"))
+        assert first() == "done" and runs == ["outer"]
+        assert other() is None and runs == ["outer", "inner"]  # free again once the first is done
+        # One worker: the function itself, no lock.
+        assert (
+            one_worker_at_a_time(runtime.__class__(settings, runtime.memory), "x", consolidate) is consolidate
+        )
+    finally:
+        close_runtime(runtime, final_sync=False)
