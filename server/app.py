@@ -442,17 +442,24 @@ def _start_background(tasks: anyio.abc.TaskGroup, runtime: Runtime) -> None:
 
 
 def _warm(runtime: Runtime) -> None:
-    """Compile the graphs (recall's first), then load the word lists and the vector cache.
-
-    In one thread, in the order a first call needs them; Python's import lock makes a call
-    that arrives meanwhile wait for the import in progress rather than start a second one.
+    """Compile the graphs (recall's first) in this thread while another loads the vector cache
+    and then the word lists: the cache's read is SQLite and numpy, which run without the GIL,
+    beside LangGraph's imports, which hold it. A call that arrives meanwhile waits for the
+    import in progress (Python's import lock) or the cache load (its lock), never repeats them.
     """
+    threading.Thread(target=_warm_caches, args=(runtime,), name="smriti-warm-caches", daemon=True).start()
+    try:
+        runtime.memory.load_graphs()
+    except Exception:  # why: the first call will compile them (or report the failure) itself
+        logger.debug("compiling the graphs failed", exc_info=True)
+
+
+def _warm_caches(runtime: Runtime) -> None:
     from smriti.providers import cue_words
 
     try:
-        runtime.memory.load_graphs()
-        cue_words.warm()
         runtime.memory.context.store.warm()
+        cue_words.warm()
     except Exception:  # why: a query will load it (or report the failure) itself
         logger.debug("warming the store failed", exc_info=True)
 
