@@ -124,6 +124,41 @@ def test_workers_2_serves_one_port_from_two_processes(tmp_path):
     assert "Traceback" not in stderr, stderr
 
 
+def test_workers_serve_each_authenticated_user_in_their_own_memory(tmp_path):
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from smriti.server.tokens import hash_token
+
+    tokens = {"alice": "alice-secret-token", "bob": "bob-secret-token"}
+    hashes = ",".join(f"{user}:{hash_token(token)}" for user, token in tokens.items())
+    server = Server(offline_env(tmp_path / "store", SMRITI_TOKENS=hashes), "--workers", "2")
+
+    def client(user: str) -> Client:
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {tokens[user]}"})
+        return Client(streamable_http_client(server.url, http_client=http))
+
+    try:
+
+        async def main() -> None:
+            stored = []
+            for number in range(3):  # new connections each time: any worker may take them
+                async with client("alice") as alice:
+                    text = f"Alice's team {number} runs its nightly jobs on Kubernetes."
+                    stored.append((await _call(alice, "smriti_store", content=text))["id"])
+            for _ in range(3):
+                async with client("alice") as alice, client("bob") as bob:
+                    assert _ids(await _call(alice, "smriti_recall", mode="list", limit=20)) == set(stored)
+                    assert (await _call(bob, "smriti_recall", mode="list", limit=20))["results"] == []
+
+        anyio.run(main)
+        refused = httpx2.post(server.url, json={}, headers={"Authorization": "Bearer wrong"}, timeout=5)
+        assert refused.status_code == 401
+    finally:
+        code, stderr = server.stop()
+    assert code == 0, stderr
+    assert "Traceback" not in stderr, stderr
+
+
 def _refused(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     command = [*server_command(), "--transport", "streamable-http", "--no-auth", "--port", "1", *args]
     return subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
