@@ -29,9 +29,9 @@ if TYPE_CHECKING:
 
     from smriti.server.auth import HttpAuth
 
-# The server's own modules (the MCP SDK's server, the app, LangGraph behind it) are imported
-# where they are used: the stdio relay, what MCP clients start, needs none of them, and it
-# answers a cold client's `initialize` only after its imports and the shared server's.
+# The server's own modules (the MCP SDK's server, the app, what they import) are imported where
+# they are used: the stdio relay, what MCP clients start, needs none of them, and a cold client
+# waits for the relay's imports (and the shared server's start) before `initialize` is answered.
 
 logger = logging.getLogger("smriti.server")
 
