@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 from smriti import __version__
 from smriti.config import Settings, load_settings
-from smriti.errors import SmritiError
+from smriti.errors import SettingsError, SmritiError
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -207,13 +207,24 @@ def main(argv: list[str] | None = None) -> None:
         return run_shared()
     try:
         settings = load_settings()
+        workers = worker_count(settings, args.transport, args.workers)
     except SmritiError as error:
         print(f"smriti-mcp: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    http = args.transport == "streamable-http"
-    workers = args.workers if args.workers is not None else settings.http_workers if http else 1
-    if workers < 1 or (workers > 1 and not http):
-        print("smriti-mcp: --workers takes a number >= 1, and more than 1 only with --transport "
-              "streamable-http", file=sys.stderr)  # fmt: skip
-        raise SystemExit(2)
     serve(settings, args.transport, args.host, args.port, no_auth=args.no_auth, workers=workers)
+
+
+def worker_count(settings: Settings, transport: str, requested: int | None) -> int:
+    """The server processes to run: ``--workers`` when given, else HTTP_WORKERS over streamable
+    HTTP (stdio is one process whatever HTTP_WORKERS says).
+
+    Raises:
+        SettingsError: fewer than 1, or more than 1 on stdio.
+    """
+    http = transport == "streamable-http"
+    workers = requested if requested is not None else settings.http_workers if http else 1
+    if workers < 1 or (workers > 1 and not http):
+        raise SettingsError(
+            "--workers takes a number >= 1, and more than 1 only with --transport streamable-http"
+        )
+    return workers
