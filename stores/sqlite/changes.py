@@ -8,7 +8,8 @@ B's cache.
 
 How: triggers in the file (so every writer logs, whatever process or version) append a row to
 ``change_log`` for each engram inserted, deleted or given another embedding or memory type,
-and for each cue deleted (its rowid may be reused, which the cue cache keys on). A reader
+and for each cue deleted (its rowid may be reused, which the cue cache keys on) or renamed or
+retyped (the cue cache holds names and types). A reader
 first asks for the newest ``seq`` (an index lookup, microseconds); when it moved, the engrams
 named since are read back in one committed snapshot and the caches set to what the file holds
 now (present: added again; absent: removed). Replaying the current state rather than each
@@ -42,7 +43,7 @@ class ChangeFeed:
         db: the shared database.
         engrams_changed: called with the current (id, memory_type, embedding) of the changed
             engrams that exist and the ids of those that no longer do.
-        cues_deleted: called when a cue was deleted since the last catch-up.
+        cues_deleted: called when a cue was deleted, renamed or retyped since the last catch-up.
         reset: called when the log no longer reaches back to the last catch-up (reload all).
     """
 

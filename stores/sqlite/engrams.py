@@ -222,6 +222,16 @@ class EngramTable:
     def count(self) -> int:
         return int(self.db.read("SELECT count(*) FROM engram")[0][0])
 
+    def latest_of_source(self, source: str, limit: int) -> list[str]:
+        """Ids of the ``limit`` latest engrams of ``source`` (by created_at, newest first): asked
+        only when the file is shared (another worker may have stored the previous turn)."""
+        rows = self.db.read(  # "<> ''" lets the planner use the partial index engram_source
+            "SELECT id FROM engram WHERE source = ? AND source <> '' "
+            "ORDER BY created_at DESC, id DESC LIMIT ?",
+            (source, int(limit)),
+        )
+        return [row[0] for row in rows]
+
     def uncued_ids(self) -> list[str]:
         """Engrams without an EncodedBy row (one index probe each)."""
         rows = self.db.read(

@@ -252,6 +252,9 @@ CHANGE_LOG = [
     "BEGIN INSERT INTO change_log (kind, engram) VALUES ('engram', NEW.id); END",
     "CREATE TRIGGER IF NOT EXISTS cue_logged_delete AFTER DELETE ON cue BEGIN "
     "INSERT INTO change_log (kind) VALUES ('cue'); END",
+    # the cue cache holds names and types too (an LLM analysis retypes cues: set_cue_types)
+    "CREATE TRIGGER IF NOT EXISTS cue_logged_update AFTER UPDATE OF name, cue_type ON cue BEGIN "
+    "INSERT INTO change_log (kind) VALUES ('cue'); END",
     f"CREATE TRIGGER IF NOT EXISTS change_log_trimmed AFTER INSERT ON change_log WHEN NEW.seq % 1000 = 0 "
     f"BEGIN DELETE FROM change_log WHERE seq <= NEW.seq - {CHANGE_LOG_KEEP}; END",
 ]

@@ -111,6 +111,16 @@ def test_a_cue_deleted_elsewhere_and_its_rowid_reused_is_not_read_from_the_cache
     assert [cue.name for cue in second.recall_rows(["e1"])[0].cues] == ["pulsar"]
 
 
+def test_a_cue_retyped_elsewhere_is_read_with_its_new_type(pair):
+    first, second = pair
+    first.create_engram(_engram(1))
+    cue = first.upsert_cue(Cue(name="ada lovelace", cue_type="concept"))
+    first.link_cue_ids("e1", [cue.id])
+    assert [c.cue_type for c in second.recall_rows(["e1"])[0].cues] == ["concept"]  # cached now
+    first.set_cue_types({"ada lovelace": "person"})  # an LLM analysis landing in another worker
+    assert [c.cue_type for c in second.recall_rows(["e1"])[0].cues] == ["person"]
+
+
 def test_an_opener_further_behind_than_the_log_keeps_reloads_its_caches(pair, monkeypatch):
     first, second = pair
     first.create_engrams([_engram(n) for n in range(3)])
