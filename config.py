@@ -174,6 +174,11 @@ class Settings(BaseSettings):
     max_open_users: int = Field(
         default=64, ge=0, description="multi-user HTTP: most users' memories open at once (0: no cap)"
     )
+    # Set by `smriti-mcp --workers N` for its worker processes: SQLite is then opened shared
+    # (stores/sqlite/changes.py) and Kuzu/LadybugDB, which one process alone may open, refused.
+    http_workers: int = Field(
+        default=1, ge=1, le=64, description="streamable-http: server processes serving the same memories"
+    )
     # Idle sockets cost a file descriptor and memory each; uvicorn alone never times out a
     # connection that has not sent a request (server/http_limits.py).
     http_keep_alive_timeout: float = Field(

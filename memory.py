@@ -39,7 +39,7 @@ class Memory:
     # runs no graph (import, export, stats) need not wait for.
     def load_graphs(self) -> None:
         """Import and compile the three graphs now (a server does, so its first call need not)."""
-        _ = self.store_graph, self.recall_graph, self.consolidate_graph
+        _ = self.recall_graph, self.store_graph, self.consolidate_graph  # recall: a first call's likeliest
 
     @functools.cached_property
     def store_graph(self) -> Any:

@@ -11,7 +11,9 @@ For each size N (and embedding dimension, default 1,536, the server's default):
    analysed by the offline analyser into cues, co-occurrences, relations and associations
    (``bench/scale_corpus.py``), written as a ``smriti export`` JSON Lines file;
 2. import: ``smriti import FILE`` (embeddings given) fills a fresh store (memories/s);
-3. stdio: ``smriti-mcp`` through the ``mcp`` SDK client: start-up to the first tool answer,
+3. stdio: ``smriti-mcp`` through the ``mcp`` SDK client (the server in-process, or with
+   ``--stdio-shared`` the relay and a cold shared server, as clients run it): the answer to
+   ``initialize``, start-up to the first tool answer,
    the first recall after a fresh start, server RSS (``/proc/<pid>/status``), then p50/p95 of
    ``smriti_store`` (new texts), ``smriti_recall`` in modes recall, search and list (LoCoMo and
    HotpotQA questions). The MCP reference memory server (``@modelcontextprotocol/server-memory``,
@@ -19,8 +21,9 @@ For each size N (and embedding dimension, default 1,536, the server's default):
    with the memory as the observation of one entity, a search is ``search_nodes`` (a substring
    match, so it gets the question's longest word, not the whole question). numpy brute-force
    cosine over the same hashing embeddings is the floor for search;
-4. http: ``smriti-mcp --transport streamable-http``: recall throughput and p50 with 1 and with
-   8 concurrent clients, then ``smriti_manage action=consolidate`` while a second client keeps
+4. http: ``smriti-mcp --transport streamable-http --workers W`` (once per ``--workers`` value):
+   recall throughput and p50 with 1 and with 8 concurrent clients, then
+   ``smriti_manage action=consolidate`` while a second client keeps
    recalling (consolidation time, worst and median recall latency meanwhile).
 
 ``--falkordb`` repeats 2-4 on FalkorDB in tenant mode (an embedded falkordblite server on a
@@ -53,7 +56,7 @@ os.environ.update(_BLAS_ONE_THREAD)
 EMBEDDED = ("sqlite", "kuzu")
 
 from bench.common import command_line, data_dir, write_section  # noqa: E402
-from bench.scale_report import render  # noqa: E402
+from bench.scale_report import http_key, render  # noqa: E402
 from bench.scale_session import (  # noqa: E402
     REFERENCE_MAX_DEFAULT,
     falkordb_server,
@@ -130,12 +133,16 @@ def run_one(args, size: int, dims: int, backend: str, work: Path, falkor_port: i
     if backend in EMBEDDED and size <= args.reference_max and not args.no_reference:
         reference = reference_command(work / f"reference-{size}-{dims}.jsonl")
     queries = corpus.queries[: args.queries]
-    phases["stdio"] = stdio_phase(
-        env, corpus, matrix, queries, args.stores, reference, args.phase_timeout, work, progress
-    )
-    phases["http"] = http_phase(
-        env, queries, args.clients, args.http_calls, args.phase_timeout, work, progress
-    )
+    if not args.skip_stdio:
+        stdio_env = {**env, "SMRITI_SHARED": "true"} if args.stdio_shared else env
+        phases["stdio"] = stdio_phase(
+            stdio_env, corpus, matrix, queries, args.stores, reference, args.phase_timeout, work, progress
+        )
+    for workers in args.workers:
+        progress(f"{backend} N={size}: http with {workers} worker(s)")
+        phases[http_key(workers)] = http_phase(
+            env, queries, args.clients, args.http_calls, args.phase_timeout, work, progress, workers
+        )
     run["seconds"] = time.perf_counter() - started
     return run
 
@@ -165,6 +172,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--queries", type=int, default=40, help="questions per mode (recall, search, list)")
     parser.add_argument("--clients", type=int, default=8, help="concurrent HTTP clients")
     parser.add_argument("--http-calls", type=int, default=40, help="recall calls per HTTP run")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        nargs="*",
+        default=[1],
+        help="HTTP phase once per value: smriti-mcp --workers N (e.g. 1 2; none: no HTTP phase)",
+    )
+    parser.add_argument("--skip-stdio", action="store_true", help="skip the stdio phase (HTTP only)")
+    parser.add_argument(
+        "--stdio-shared",
+        action="store_true",
+        help="stdio through the relay to a cold shared server (as MCP clients run it; stopped after)",
+    )
     parser.add_argument(
         "--embedded",
         nargs="*",

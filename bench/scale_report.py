@@ -56,6 +56,11 @@ def failures(run: dict[str, Any]) -> list[str]:
     return lines
 
 
+def http_key(workers: int) -> str:
+    """The phase of the HTTP run with ``workers`` processes ("http" for one, as before)."""
+    return "http" if workers == 1 else f"http_w{workers}"
+
+
 def render(report: dict[str, Any]) -> str:
     runs = [r for r in report["runs"] if "phases" in r]
     overview, latency, http = [], [], []
@@ -74,6 +79,7 @@ def render(report: dict[str, Any]) -> str:
                 _ok(p, "import", "memories_per_s"),
                 _get(p, "import", "seconds"),
                 _get(p, "import", "index_seconds"),
+                _get(stdio, "initialize_ms"),
                 _get(stdio, "first_answer_ms"),
                 _get(stdio, "first_recall_ms"),
                 _get(stdio, "rss_start", "VmRSS"),
@@ -109,23 +115,8 @@ def render(report: dict[str, Any]) -> str:
                     _get(steps, where, "load"),
                 ]
             )
-        many = next((k for k in hsteps if k.startswith("clients_") and k != "clients_1"), None)
-        one_tp, one_p50 = _ok(hsteps, "clients_1", "calls_per_s"), _ok(hsteps, "clients_1", "p50")
-        n_tp = _ok(hsteps, many, "calls_per_s") if many else math.nan
-        n_p50 = _ok(hsteps, many, "p50") if many else math.nan
-        http.append(
-            [
-                *key,
-                one_tp,
-                one_p50,
-                many.split("_")[1] if many else "-",
-                n_tp,
-                n_p50,
-                ratio(n_tp, one_tp) if one_tp == one_tp else math.nan,
-                _ok(hsteps, "consolidate", "concurrent_recall", "p50"),
-                _get(hsteps, many or "clients_1", "load"),
-            ]
-        )
+        for phase in sorted((k for k in p if k == "http" or k.startswith("http_w")), key=len):
+            http.append([*key, *_http_row(p[phase])])
     ref_rows = []
     for run in runs:
         ref = run["phases"].get("stdio", {}).get("steps", {}).get("reference")
@@ -161,6 +152,8 @@ def render(report: dict[str, Any]) -> str:
         "co-occurrences, relations and associations included), memories/s over the command less its "
         "vector index build (past 20,000 vectors the import builds the HNSW index before it returns; "
         "its time is the next column, included in `import s`). "
+        "Initialize answered = process spawn to the answer to `initialize` (with --stdio-shared: "
+        "through the relay, from a cold shared server). "
         "Start-up = process spawn to the first recall's answer, through initialize and tools/list (as "
         "IDE clients start a session); first recall = that call alone (the harness imports the client's "
         "jsonschema before it starts the server: that lazy import is the Python client's cost). "
@@ -174,6 +167,7 @@ def render(report: dict[str, Any]) -> str:
                 "import mem/s",
                 "import s",
                 "of which vector index s",
+                "initialize answered",
                 "start-up to 1st answer",
                 "1st recall",
                 "RSS start MB",
@@ -206,10 +200,11 @@ def render(report: dict[str, Any]) -> str:
             latency,
             numeric_from=1,
         )
-        + "\n\n### Recall over streamable HTTP: 1 against many concurrent clients\n\n"
+        + "\n\n### Recall over streamable HTTP: 1 against many concurrent clients, by workers\n\n"
         + markdown_table(
             [
                 *key_headers,
+                "workers",
                 "1 client calls/s",
                 "1 client p50",
                 "clients",
@@ -217,7 +212,7 @@ def render(report: dict[str, Any]) -> str:
                 "p50",
                 "throughput x",
                 "recall p50 during consolidation",
-                "load",
+                "load before/after",
             ],
             http,
             numeric_from=1,
@@ -230,3 +225,26 @@ def render(report: dict[str, Any]) -> str:
         "\n### Failed or capped phases\n\n" + ("\n".join(f"- {line}" for line in fails) or "- none") + "\n"
     )
     return text
+
+
+def _http_row(phase: dict[str, Any]) -> list[Any]:
+    """workers, 1 client calls/s and p50, N clients, calls/s, p50, ratio, recall during
+    consolidation, load average (1 min) before and after the phase."""
+    steps = phase.get("steps", {})
+    many = next((k for k in steps if k.startswith("clients_") and k != "clients_1"), None)
+    one_tp, one_p50 = _ok(steps, "clients_1", "calls_per_s"), _ok(steps, "clients_1", "p50")
+    n_tp = _ok(steps, many, "calls_per_s") if many else math.nan
+    n_p50 = _ok(steps, many, "p50") if many else math.nan
+    before, after = phase.get("load_before"), phase.get("load_after")
+    loads = f"{before[0]:.1f}/{after[0]:.1f}" if before and after else _get(steps, "clients_1", "load")
+    return [
+        phase.get("workers", 1),
+        one_tp,
+        one_p50,
+        many.split("_")[1] if many else "-",
+        n_tp,
+        n_p50,
+        ratio(n_tp, one_tp) if one_tp == one_tp else math.nan,
+        _ok(steps, "consolidate", "concurrent_recall", "p50"),
+        loads,
+    ]

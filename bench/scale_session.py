@@ -219,6 +219,7 @@ def stdio_phase(env, corpus, matrix, queries, stores, reference, timeout, work, 
     # The floor first, while none of the benchmark's servers runs (a server shutting down
     # after the session would share the CPU with it).
     out: dict[str, Any] = {"steps": {}, "numpy": numpy_floor(matrix, queries, matrix.shape[1])}
+    out["shared"] = env.get("SMRITI_SHARED") == "true"
     try:
         anyio.run(_stdio, env, corpus, queries, stores, reference, timeout, work, progress, out)
         out["status"] = "ok"
@@ -227,6 +228,9 @@ def stdio_phase(env, corpus, matrix, queries, stores, reference, timeout, work, 
             raise
         out["status"] = "failed"
         out["error"] = error_text(error)
+    finally:
+        if out["shared"]:  # the shared server outlives the relay (idle timeout): stop it now
+            subprocess.run([*script("smriti"), "stop"], env=env, capture_output=True, timeout=60)
     return out
 
 
@@ -246,6 +250,7 @@ async def _stdio(env, corpus, queries, stores, reference, timeout, work, progres
             started = time.perf_counter()
             client = await stack.enter_async_context(Client(stdio_client(params, errlog=errlog)))
             out["initialize_ms"] = (time.perf_counter() - started) * 1000.0
+            progress(f"stdio: initialize answered after {out['initialize_ms']:.0f} ms")
             # As IDE clients do at the start of a session (and the SDK client would do inside the
             # first call, to validate results against the tools' output schemas).
             await client.list_tools()
@@ -351,12 +356,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def http_phase(env, queries, clients, calls, timeout, work, progress) -> dict[str, Any]:
+def http_phase(env, queries, clients, calls, timeout, work, progress, workers: int = 1) -> dict[str, Any]:
     port = free_port()
     # One user on loopback: the benchmark measures the memory, not the token check.
     command = [*script("smriti-mcp"), "--transport", "streamable-http", "--port", str(port), "--no-auth"]
+    command += ["--workers", str(workers)]
     log = work / f"http-{env['ACCESSING_USER']}.log"
-    out: dict[str, Any] = {"steps": {}}
+    out: dict[str, Any] = {"steps": {}, "workers": workers, "load_before": list(os.getloadavg())}
     started = time.perf_counter()
     with log.open("a") as stream:
         process = subprocess.Popen(command, env=env, stdout=stream, stderr=stream, start_new_session=True)
@@ -378,9 +384,18 @@ def http_phase(env, queries, clients, calls, timeout, work, progress) -> dict[st
             out["status"] = "failed"
             out["error"] = error_text(error)
         out["rss_end"] = memory_of(process.pid)
+        if workers > 1:  # the supervisor above; each worker holds its own caches
+            out["worker_rss"] = [memory_of(pid) for pid in _children(process.pid)]
+        out["load_after"] = list(os.getloadavg())
     finally:
         _stop(process)
     return out
+
+
+def _children(pid: int) -> list[int]:
+    with contextlib.suppress(OSError):
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return []
 
 
 async def _http(url, queries, clients, calls, timeout, progress, out) -> None:

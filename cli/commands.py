@@ -150,13 +150,18 @@ def serve(
     no_auth: Annotated[
         bool, typer.Option("--no-auth", help="streamable-http without tokens (loopback binds only).")
     ] = False,
+    workers: Annotated[
+        int | None, typer.Option(help="streamable-http: server processes (default HTTP_WORKERS, 1).")
+    ] = None,
 ) -> None:
     """Run the MCP server (the same as [bold]smriti-mcp[/bold])."""
     from smriti.server.launch import serve as run_server
+    from smriti.server.launch import worker_count
 
     with _handled():
         settings = load_settings()
-    run_server(settings, transport, host, port, no_auth=no_auth)
+        count = worker_count(settings, transport, workers)
+    run_server(settings, transport, host, port, no_auth=no_auth, workers=count)
 
 
 @app.command()

@@ -416,8 +416,16 @@ def _advertise_rules(server: MCPServer, max_results: int) -> None:
 
 
 def _open_ready(settings: Settings, user: str | None) -> Runtime:
-    """Open a user's runtime (None: ACCESSING_USER) with its graphs compiled, so its first call need not."""
+    """Open a user's runtime (None: ACCESSING_USER, at start).
+
+    An HTTP user's graphs are compiled here, so that user's first call need not. The start-up
+    user's are compiled in the background instead (:func:`_warm`): ``initialize`` is answered
+    once the store is open (a locked store still fails the start), not ~1 s of LangGraph
+    imports and compiles later; a call that comes sooner waits for the same import.
+    """
     runtime = open_runtime(settings) if user is None else open_runtime(settings, user=user)
+    if user is None:
+        return runtime
     try:
         runtime.memory.load_graphs()
     except BaseException:
@@ -435,19 +443,60 @@ def _start_background(tasks: anyio.abc.TaskGroup, runtime: Runtime) -> None:
     if settings.analysis_worker and runtime.memory.start_analysis_worker():
         logger.info("LLM analysis runs in the background: %s", runtime.memory.analysis_queue())
     if settings.consolidation_interval > 0:
-        tasks.start_soon(_every, settings.consolidation_interval, "consolidation", runtime.consolidate)
+        consolidate = one_worker_at_a_time(runtime, "consolidation", runtime.consolidate)
+        tasks.start_soon(_every, settings.consolidation_interval, "consolidation", consolidate)
     if runtime.backup is not None and settings.backup_sync_interval > 0:
-        tasks.start_soon(_every, settings.backup_sync_interval, "backup sync", runtime.sync)
+        sync = one_worker_at_a_time(runtime, "backup sync", runtime.sync)
+        tasks.start_soon(_every, settings.backup_sync_interval, "backup sync", sync)
 
 
 def _warm(runtime: Runtime) -> None:
+    """Compile the graphs (recall's first) in this thread while another loads the vector cache
+    and then the word lists: the cache's read is SQLite and numpy, which run without the GIL,
+    beside LangGraph's imports, which hold it. A call that arrives meanwhile waits for the
+    import in progress (Python's import lock) or the cache load (its lock), never repeats them.
+    """
+    threading.Thread(target=_warm_caches, args=(runtime,), name="smriti-warm-caches", daemon=True).start()
+    try:
+        runtime.memory.load_graphs()
+    except Exception:  # why: the first call will compile them (or report the failure) itself
+        logger.debug("compiling the graphs failed", exc_info=True)
+
+
+def _warm_caches(runtime: Runtime) -> None:
     from smriti.providers import cue_words
 
     try:
-        cue_words.warm()
         runtime.memory.context.store.warm()
+        cue_words.warm()
     except Exception:  # why: a query will load it (or report the failure) itself
         logger.debug("warming the store failed", exc_info=True)
+
+
+def one_worker_at_a_time(runtime: Runtime, what: str, func: Callable[[], Any]) -> Callable[[], Any]:
+    """``func`` (a periodic consolidation or backup sync of ``runtime``'s user), run by one
+    worker at a time: each worker has the timer, and the one that finds another worker running
+    it skips that round (two consolidations at once on one file would both decay from the same
+    watermark; two backup pushes of one memory would race). One worker: ``func`` itself."""
+    settings = runtime.settings
+    if settings.http_workers <= 1:
+        return func
+    from smriti.stores.paths import process_lock, try_lock, user_folder
+
+    folder = user_folder(settings.storage_location, runtime.memory.context.store.user)
+
+    def guarded() -> Any:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = process_lock(folder / f"{what.replace(' ', '-')}.lock")
+        if not try_lock(lock):
+            logger.info("periodic %s: another worker is running it; skipped", what)
+            return None
+        try:
+            return func()
+        finally:
+            lock.release()
+
+    return guarded
 
 
 async def _every(seconds: float, what: str, func: Callable[[], Any]) -> None:

@@ -18,20 +18,20 @@ import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Literal
-
-import anyio
-from mcp.server.mcpserver import MCPServer
+from typing import TYPE_CHECKING, Literal
 
 from smriti import __version__
 from smriti.config import Settings, load_settings
-from smriti.errors import SmritiError
-from smriti.runtime import startup_error
-from smriti.server.app import build_server
-from smriti.server.auth import HttpAuth, plan_http_auth, serve_resource_metadata
-from smriti.server.http_limits import uvicorn_limits
-from smriti.server.logs import configure_logging
-from smriti.server.stdio import run_stdio
+from smriti.errors import SettingsError, SmritiError
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from smriti.server.auth import HttpAuth
+
+# The server's own modules (the MCP SDK's server, the app, what they import) are imported where
+# they are used: the stdio relay, what MCP clients start, needs none of them, and a cold client
+# waits for the relay's imports (and the shared server's start) before `initialize` is answered.
 
 logger = logging.getLogger("smriti.server")
 
@@ -43,6 +43,9 @@ async def _serve_stdio(server: MCPServer, closed: threading.Event) -> None:
     SDK's stdin reader sits in a thread that cannot be interrupted until the client writes
     or closes stdin. Once the database is closed we therefore exit the process ourselves.
     """
+    import anyio
+
+    from smriti.server.stdio import run_stdio
 
     async def exit_when_closed() -> None:
         while not closed.is_set():
@@ -73,9 +76,10 @@ async def _serve_http(
 ) -> None:
     import uvicorn
 
-    app = server.streamable_http_app(host=host)
-    if auth is not None:
-        serve_resource_metadata(app, auth)
+    from smriti.server.http_limits import uvicorn_limits
+    from smriti.server.workers import http_app
+
+    app = http_app(server, host, auth)
     log_level = settings.log_level
     # log_config=None: uvicorn's default config would send access logs to stdout.
     config = uvicorn.Config(
@@ -95,8 +99,12 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     no_auth: bool = False,
+    workers: int = 1,
 ) -> None:
     """Run the server until the client disconnects (stdio) or a signal arrives.
+
+    ``workers`` > 1 (streamable HTTP only) runs that many processes on the port
+    (:mod:`smriti.server.workers`).
 
     Over streamable HTTP every request is authenticated (server/auth.py) unless ``no_auth``,
     which only a loopback ``host`` allows; a refused configuration exits 2 with one line.
@@ -106,9 +114,23 @@ def serve(
         are not raised: they are printed as one line on stderr and the process exits 1.
     """
     if transport == "stdio" and settings.shared and hasattr(socket, "AF_UNIX"):
+        from smriti.server.shared.client import start_server_early
+
+        start_server_early(settings)  # while the relay imports the MCP SDK
         from smriti.server.shared.relay import serve_relay  # one server per user, shared by every client
 
         return serve_relay(settings)
+    if transport == "streamable-http" and workers > 1:
+        from smriti.server.workers import serve_workers
+
+        return serve_workers(settings, host, port, no_auth, workers)
+    import anyio
+
+    from smriti.runtime import startup_error
+    from smriti.server.app import build_server
+    from smriti.server.auth import plan_http_auth
+    from smriti.server.logs import configure_logging
+
     configure_logging(settings.log_level)
     auth: HttpAuth | None = None
     if transport == "streamable-http":
@@ -162,6 +184,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="streamable-http without bearer tokens, as ACCESSING_USER (loopback binds only)",
     )
     parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="streamable-http: server processes on the port, sharing each user's memory "
+        "(default HTTP_WORKERS, 1; SQLite, FalkorDB or Neo4j)",
+    )
+    parser.add_argument(
         "--shared-daemon",
         action="store_true",
         help="run the user's shared server on its unix socket in the foreground (stdio clients start it)",
@@ -178,7 +207,24 @@ def main(argv: list[str] | None = None) -> None:
         return run_shared()
     try:
         settings = load_settings()
+        workers = worker_count(settings, args.transport, args.workers)
     except SmritiError as error:
         print(f"smriti-mcp: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    serve(settings, args.transport, args.host, args.port, no_auth=args.no_auth)
+    serve(settings, args.transport, args.host, args.port, no_auth=args.no_auth, workers=workers)
+
+
+def worker_count(settings: Settings, transport: str, requested: int | None) -> int:
+    """The server processes to run: ``--workers`` when given, else HTTP_WORKERS over streamable
+    HTTP (stdio is one process whatever HTTP_WORKERS says).
+
+    Raises:
+        SettingsError: fewer than 1, or more than 1 on stdio.
+    """
+    http = transport == "streamable-http"
+    workers = requested if requested is not None else settings.http_workers if http else 1
+    if workers < 1 or (workers > 1 and not http):
+        raise SettingsError(
+            "--workers takes a number >= 1, and more than 1 only with --transport streamable-http"
+        )
+    return workers

@@ -94,6 +94,12 @@ def make_store(settings: Settings, user: str | None = None) -> GraphStore:
     user = validate_user_name(user if user is not None else settings.accessing_user)
     if name == "auto":
         name = resolve_auto(settings, user)
+    if name in ("kuzu", "ladybug") and settings.http_workers > 1:
+        raise StoreError(
+            f"{name} opens a database in one process only, and {settings.http_workers} HTTP workers "
+            f"serve this memory: run one worker, or move user {user!r} to SQLite "
+            f"(`DB_TYPE={name} smriti export FILE`, then `DB_TYPE=sqlite smriti import FILE`)"
+        )
     module_name, factory_name = _REGISTRY[name].split(":")
     try:
         module = importlib.import_module(module_name)

@@ -123,7 +123,8 @@ def save(
     params: AnnParams,
 ) -> None:
     """Write ``index`` and its sidecar atomically (temporary files, then renames)."""
-    temporary = path.with_name(path.name + ".tmp")
+    # per process: HTTP workers sharing a memory may each save at their exit
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     index.save(str(temporary))
     meta = {
         "format": FORMAT,
@@ -135,7 +136,7 @@ def save(
         "prints": base64.b64encode(np.asarray(prints, dtype="<f4").tobytes()).decode(),
     }
     side = sidecar(path)
-    side_temporary = side.with_name(side.name + ".tmp")
+    side_temporary = side.with_name(f"{side.name}.{os.getpid()}.tmp")
     side_temporary.write_text(json.dumps(meta, separators=(",", ":")))
     os.replace(temporary, path)
     os.replace(side_temporary, side)

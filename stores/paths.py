@@ -1,5 +1,6 @@
-"""Where a user's store lives, the same for every embedded backend, and the lock that keeps
-one process on a file (the embedded stores, the shared server).
+"""Where a user's store lives, the same for every embedded backend, and the locks that keep
+one process on a file (the embedded stores, the shared server) or let several HTTP workers
+share it (:class:`SharedLock`, SQLite only).
 
 ``STORAGE_LOCATION/{user}/{file}``: ``memory.sqlite`` (SQLite), ``memory.kuzu`` (Kuzu) or
 ``memory.lbug`` (LadybugDB, the Go original's files). Kept apart from the backends so opening
@@ -8,6 +9,7 @@ one never imports another's modules.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import filelock
@@ -65,3 +67,35 @@ def try_lock(lock: filelock.BaseFileLock) -> bool:
     except filelock.Timeout:
         return False
     return True
+
+
+class SharedLock:
+    """A shared ``flock`` on ``path``: any number of holders (the HTTP workers serving one
+    memory), none while a :func:`process_lock` holds it, and no :func:`process_lock` while one
+    is held (flock's shared and exclusive modes, so the two kinds of server never mix).
+    Released when the holder dies. POSIX only (``--workers`` is refused elsewhere)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> bool:
+        """Take the lock without waiting; False when an exclusive holder has it."""
+        import fcntl
+
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor releases its flock
+            self._fd = None

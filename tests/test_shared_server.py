@@ -282,6 +282,31 @@ def test_an_attached_client_keeps_the_server_and_it_exits_when_idle(shared):
     assert not server_running(one.paths)  # and starts none
 
 
+def test_a_server_started_before_its_first_request_waits_for_it_past_the_idle_timeout(shared):
+    """A relay starts the server before it imports the MCP SDK (seconds on a loaded machine):
+    a server nobody has talked to yet outlives a short idle timeout, then serves the relay."""
+    one = shared(SHARED_IDLE_TIMEOUT="1")
+    start = (
+        "from smriti.config import load_settings; from smriti.server.shared.client import ensure_server; "
+        "ensure_server(load_settings())"
+    )
+    started = subprocess.run(
+        [sys.executable, "-c", start], env=one.env, capture_output=True, text=True, timeout=120
+    )
+    assert started.returncode == 0, started.stderr  # what the relay's early start does
+    pid = one.status()["pid"]
+    time.sleep(3)  # three idle timeouts, no request
+    assert one.status()["pid"] == pid, one.log()
+
+    async def main() -> None:
+        async with Client(stdio_client(one.params(), errlog=sys.stderr)) as session:
+            await store(session, "Erin keeps the release checklist in the wiki.")
+
+    run(main, 120)
+    assert one.wait_stopped(20), one.log()  # once served, the idle timeout applies again
+    assert "idle for 1 s: exiting" in one.log()
+
+
 def test_smriti_stop_stops_it_and_the_next_request_starts_another(shared):
     one = shared()
 

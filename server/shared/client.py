@@ -215,6 +215,26 @@ def ensure_server(settings: Settings, timeout: float = START_TIMEOUT) -> SharedP
     raise StoreError(f"the shared Smriti server did not answer within {timeout:.0f} s (see {paths.log})")
 
 
+def start_server_early(settings: Settings) -> None:
+    """Start the user's shared server in a background thread, if none serves.
+
+    Called by a stdio ``smriti-mcp`` as it starts, before it imports the MCP SDK: the server's
+    start (imports, opening the store) overlaps the relay's instead of following it. A client
+    that starts the relay is about to talk to it; once attached, a relay still starts a stopped
+    server only for a message. A failure here is only logged: the relay's own
+    :func:`ensure_server` at the first message (which waits for this start, by the start lock)
+    reports it to the client.
+    """
+
+    def start() -> None:
+        try:
+            ensure_server(settings)
+        except Exception as error:  # why: reported to the client by the relay's own attempt
+            logger.debug("starting the shared server early failed: %s", error)
+
+    threading.Thread(target=start, name="smriti-start-server", daemon=True).start()
+
+
 def settings_digest(settings: Settings) -> str:
     """A digest of the settings that change what the server does (not how a client attaches)."""
     values = settings.model_dump(mode="json", exclude={"shared", "log_level"})

@@ -55,6 +55,7 @@ logger = logging.getLogger("smriti.shared")
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+FIRST_REQUEST_GRACE = 60.0  # seconds a server nobody has talked to yet stays up (see _serve)
 _UNTRACKED = {"/status"}  # `smriti status` must not keep an idle server alive
 
 
@@ -271,8 +272,11 @@ async def _serve(userver: Any, sock: socket.socket, activity: Activity, idle_tim
     async def exit_when_idle() -> None:
         while not userver.should_exit:
             await anyio.sleep(min(1.0, idle_timeout / 4))
-            if userver.started and activity.idle_seconds() >= idle_timeout:
-                logger.info("idle for %.0f s: exiting", idle_timeout)
+            # Before its first request a server waits at least FIRST_REQUEST_GRACE: a relay starts
+            # it before importing the MCP SDK (seconds on a loaded machine), then connects.
+            limit = idle_timeout if activity.requests else max(idle_timeout, FIRST_REQUEST_GRACE)
+            if userver.started and activity.idle_seconds() >= limit:
+                logger.info("idle for %.0f s: exiting", limit)
                 userver.should_exit = True
 
     async with anyio.create_task_group() as tasks:

@@ -14,9 +14,12 @@ recall (~1.3 ms each: open, pragmas, schema parse, a cold page cache) that were 
 the store closed. Each read is one autocommitted statement, fetched whole before the
 connection goes back, so sharing connections between threads changes no snapshot.
 
-One process per file, as with Kuzu: a ``flock`` on ``memory.sqlite.lock`` makes a second
-server fail fast. SQLite itself would allow it, but the in-memory vector cache beside the
-file is only correct while this process is the only writer.
+One process per file by default, as with Kuzu: an exclusive ``flock`` on ``memory.sqlite.lock``
+makes a second server fail fast (the in-memory caches beside the file follow this process's
+commits only). ``shared=True`` (the HTTP workers of ``smriti-mcp --workers N``) takes a shared
+``flock`` instead: any number of shared holders, never beside an exclusive one. Between them
+SQLite's own locking orders the writes (``BEGIN IMMEDIATE`` waits up to ``busy_timeout`` for
+another process's writer) and :mod:`.changes` keeps each process's caches coherent.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Any
 import filelock
 
 from smriti.stores.base import StoreError
-from smriti.stores.paths import process_lock, try_lock
+from smriti.stores.paths import SharedLock, process_lock, try_lock
 from smriti.stores.space import full_disk
 
 DEFAULT_BUSY_TIMEOUT = 10.0  # seconds a statement waits for another connection's lock
@@ -80,13 +83,16 @@ class Database:
         path: the database file.
         user: whose file this is (for messages).
         busy_timeout: seconds to wait on a lock held by another connection.
+        shared: other processes opened with ``shared`` may write the file too (see the module doc).
 
     Raises:
         StoreError: the file is held by another process, or cannot be opened.
     """
 
-    def __init__(self, path: Path, *, user: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
-        self.path, self.user, self.busy_timeout = path, user, busy_timeout
+    def __init__(
+        self, path: Path, *, user: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, shared: bool = False
+    ) -> None:
+        self.path, self.user, self.busy_timeout, self.shared = path, user, busy_timeout, shared
         self.lock = threading.RLock()  # held for a whole transaction by its thread
         self._closed = True
         self._depth = 0
@@ -96,7 +102,7 @@ class Database:
         self._readers: list[sqlite3.Connection] = []  # every open reader, idle or not
         self._idle: list[sqlite3.Connection] = []  # readers free to borrow
         self._readers_lock = threading.Lock()  # not self.lock: a reader must never wait for a writer
-        self._lock_file: filelock.BaseFileLock | None = self._take_file_lock()
+        self._lock_file: filelock.BaseFileLock | SharedLock | None = self._take_file_lock()
         try:
             self._writer = self._connect()
             # WAL is a property of the file (kept once set); NORMAL syncs at checkpoints only:
@@ -113,8 +119,18 @@ class Database:
         self._closed = False
 
     # -- files and connections -----------------------------------------------------------------
-    def _take_file_lock(self) -> filelock.BaseFileLock:
-        lock = process_lock(Path(f"{self.path}.lock"))
+    def _take_file_lock(self) -> filelock.BaseFileLock | SharedLock:
+        path = Path(f"{self.path}.lock")
+        if self.shared:
+            shared = SharedLock(path)
+            if not shared.acquire():
+                raise StoreError(
+                    f"{self.path.name} is held by a process that must be its only user (a stdio or "
+                    f"shared smriti server, or the CLI, for user {self.user!r}): stop it to serve "
+                    f"this memory from several workers: {self.path}"
+                )
+            return shared
+        lock = process_lock(path)
         if not try_lock(lock):
             raise StoreError(
                 f"{self.path.name} is locked by another process (is another smriti server running "
@@ -182,6 +198,13 @@ class Database:
         finally:
             self._give_back(conn)
 
+    def read_committed(self, sql: str, params: Params = ()) -> list[Any]:
+        """All rows of one query from the newest committed snapshot, even inside this thread's
+        write transaction (what the caches may follow: never a write that may roll back)."""
+        self._check_open()
+        with self._reader() as conn:
+            return _fetch_all(conn, sql, params)
+
     def read(self, sql: str, params: Params = ()) -> list[Any]:
         """All rows of one parameterised query, from a committed snapshot (or, inside a
         transaction, from the writer's own view)."""
@@ -200,6 +223,14 @@ class Database:
         if self._depth and self._owner == threading.get_ident():
             yield self.read
             return
+        with self.committed_snapshot() as read:
+            yield read
+
+    @contextmanager
+    def committed_snapshot(self) -> Iterator[Callable[[str, Params], list[Any]]]:
+        """A ``read`` whose queries all see one committed snapshot, on a reader even inside this
+        thread's write transaction."""
+        self._check_open()
         with self._reader() as conn:
             try:
                 conn.execute("BEGIN")

@@ -39,6 +39,22 @@ class CacheListener(Protocol):
     def retyped(self, engram_id: str, memory_type: str) -> None: ...
 
 
+class _NoCaches:
+    """The listener of a shared store, whose caches follow the change log instead (see .changes)."""
+
+    def added(self, engram_id: str, memory_type: str, embedding: Sequence[float] | None) -> None:
+        pass
+
+    def removed(self, engram_id: str) -> None:
+        pass
+
+    def retyped(self, engram_id: str, memory_type: str) -> None:
+        pass
+
+
+NO_CACHES: CacheListener = _NoCaches()
+
+
 class EngramTable:
     """Engram reads and writes.
 
@@ -205,6 +221,16 @@ class EngramTable:
 
     def count(self) -> int:
         return int(self.db.read("SELECT count(*) FROM engram")[0][0])
+
+    def latest_of_source(self, source: str, limit: int) -> list[str]:
+        """Ids of the ``limit`` latest engrams of ``source`` (by created_at, newest first): asked
+        only when the file is shared (another worker may have stored the previous turn)."""
+        rows = self.db.read(  # "<> ''" lets the planner use the partial index engram_source
+            "SELECT id FROM engram WHERE source = ? AND source <> '' "
+            "ORDER BY created_at DESC, id DESC LIMIT ?",
+            (source, int(limit)),
+        )
+        return [row[0] for row in rows]
 
     def uncued_ids(self) -> list[str]:
         """Engrams without an EncodedBy row (one index probe each)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,6 +35,9 @@ from smriti.stores.sqlite.connection import Database, written
 from smriti.stores.sqlite.cuecache import CueCache
 from smriti.stores.sqlite.engrams import IDS, id_list
 from smriti.stores.sqlite.schema import CUE_SELECT, from_db, to_blob, to_db
+
+if TYPE_CHECKING:
+    from smriti.stores.sqlite.changes import ChangeFeed
 
 CUE_ROWID = "(SELECT rowid FROM cue WHERE name = ?)"  # a cue's rowid by name, inside a statement
 
@@ -62,6 +66,8 @@ class Graph:
     def __init__(self, db: Database, dims: int) -> None:
         self.db, self.dims = db, dims
         self.cue_cache = CueCache()  # what cue_names_of reads; cleared by every cue delete
+        # Set when other processes write the file too: their cue deletes clear the cache first.
+        self.feed: ChangeFeed | None = None
 
     def rowids(self, table: str, column: str, keys: Iterable[str]) -> dict[str, int]:
         """Rowid of each existing row of ``table`` whose unique ``column`` is one of ``keys``."""
@@ -150,6 +156,8 @@ class Graph:
         result: dict[str, list[Cue]] = {engram_id: [] for engram_id in engram_ids}
         if not engram_ids:
             return result
+        if self.feed is not None:
+            self.feed.catch_up()
         generation = self.cue_cache.generation
         with self.db.snapshot() as read:
             edges = read(
@@ -158,7 +166,13 @@ class Graph:
                 f"WHERE e.id IN {IDS}",
                 (id_list(engram_ids),),
             )
-            cues, missing = self.cue_cache.known(cue for _, cue in edges)
+            if self.feed is not None and not self.feed.caught_up(read):
+                # Another process committed since the catch-up (a cue deleted, its rowid reused?):
+                # this snapshot is newer than the cache, so the cache is neither read nor filled.
+                cues: dict[int, Cue] = {}
+                missing, generation = list(dict.fromkeys(cue for _, cue in edges)), -1
+            else:
+                cues, missing = self.cue_cache.known(cue for _, cue in edges)
             if missing:
                 rows = read(
                     f"SELECT rowid, id, name, cue_type FROM cue WHERE rowid IN {IDS}", (json.dumps(missing),)

@@ -6,7 +6,8 @@ Schema versions (``meta.schema_version``):
        correctly, since the triggers live in the file): ``cue.engram_count``, kept by
        triggers on encoded_by and filled once from it when the column is added;
        ``engram.superseded_by`` ('' = current) and ``engram.facts`` (the stated facts, one per
-       line; '' = none), added with their defaults to older files.
+       line; '' = none), added with their defaults to older files; ``change_log`` and its
+       triggers (what each write changed, for the caches of other processes: :mod:`.changes`).
 
 Design choices, and why:
 
@@ -141,6 +142,9 @@ CREATE_INDEXES = [statement for statement in TABLES if statement.startswith("CRE
 SUPERSEDED_INDEX = (
     "CREATE INDEX IF NOT EXISTS engram_superseded ON engram (superseded_by) WHERE superseded_by <> ''"
 )
+SOURCE_INDEX = (
+    "CREATE INDEX IF NOT EXISTS engram_source ON engram (source, created_at DESC, id DESC) WHERE source <> ''"
+)
 ENGRAM_COLUMNS: tuple[str, ...] = ("id", *(name for name in ENGRAM_FIELDS if name != "id"))
 ENGRAM_SELECT = ", ".join(f"e.{name}" for name in ENGRAM_COLUMNS)
 INSERT_ENGRAM = (
@@ -231,6 +235,30 @@ COUNT_TRIGGERS = [
     "UPDATE cue SET engram_count = engram_count - 1 WHERE rowid = OLD.cue; END",
 ]
 
+# What other processes changed, for the caches of HTTP workers sharing the file (see .changes).
+CHANGE_LOG_KEEP = 20_000  # log rows kept: a worker more than this many changes behind reloads its caches
+
+CHANGE_LOG = [
+    # AUTOINCREMENT: a seq is never reused after the trim, so "seq > seen" can never skip a row.
+    "CREATE TABLE IF NOT EXISTS change_log ("
+    "seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, engram TEXT NOT NULL DEFAULT '')",
+    "CREATE TRIGGER IF NOT EXISTS engram_logged_insert AFTER INSERT ON engram BEGIN "
+    "INSERT INTO change_log (kind, engram) VALUES ('engram', NEW.id); END",
+    "CREATE TRIGGER IF NOT EXISTS engram_logged_delete AFTER DELETE ON engram BEGIN "
+    "INSERT INTO change_log (kind, engram) VALUES ('engram', OLD.id); END",
+    # Reinforcement and consolidation (access counts, decay, cluster ids) are not logged: no
+    # cache holds them.
+    "CREATE TRIGGER IF NOT EXISTS engram_logged_update AFTER UPDATE OF embedding, memory_type ON engram "
+    "BEGIN INSERT INTO change_log (kind, engram) VALUES ('engram', NEW.id); END",
+    "CREATE TRIGGER IF NOT EXISTS cue_logged_delete AFTER DELETE ON cue BEGIN "
+    "INSERT INTO change_log (kind) VALUES ('cue'); END",
+    # the cue cache holds names and types too (an LLM analysis retypes cues: set_cue_types)
+    "CREATE TRIGGER IF NOT EXISTS cue_logged_update AFTER UPDATE OF name, cue_type ON cue BEGIN "
+    "INSERT INTO change_log (kind) VALUES ('cue'); END",
+    f"CREATE TRIGGER IF NOT EXISTS change_log_trimmed AFTER INSERT ON change_log WHEN NEW.seq % 1000 = 0 "
+    f"BEGIN DELETE FROM change_log WHERE seq <= NEW.seq - {CHANGE_LOG_KEEP}; END",
+]
+
 
 # -- migrations -----------------------------------------------------------------------------------
 
@@ -274,6 +302,14 @@ def migrations(conn: Any) -> list[Migration]:
         conn(SUPERSEDED_INDEX)
         return []
 
+    def change_log() -> list[str]:
+        for statement in CHANGE_LOG:
+            conn(statement)
+        # the latest memories of a source, which HTTP workers sharing the file ask at every
+        # store (source lies past the embedding BLOB: a scan would read every row's overflow pages)
+        conn(SOURCE_INDEX)
+        return []
+
     return [
         # Repeatable: CREATE ... IF NOT EXISTS, cheap, and what brings back the indexes and
         # triggers a killed bulk import left out (it drops them to load faster).
@@ -283,6 +319,7 @@ def migrations(conn: Any) -> list[Migration]:
         Migration("0004_engram_superseded_by", superseded_by),
         Migration("0005_engram_facts", facts),
         Migration("0006_superseded_index", superseded_index, repeatable=True),
+        Migration("0007_change_log", change_log, repeatable=True),
     ]
 
 

@@ -18,6 +18,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from smriti.stores.base import ScoredId
 from smriti.stores.search import VectorCache, normalise_scores, tokenize
 from smriti.stores.sqlite.connection import Database
 from smriti.stores.vectors import ANN_THRESHOLD
+
+if TYPE_CHECKING:
+    from smriti.stores.sqlite.changes import ChangeFeed, EngramState
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +85,8 @@ class SearchIndex:
         self.vectors.generation = f"dims={dims}"
         self.lock = threading.Lock()
         self.fulltext_index = False  # reported once the store passes INDEX_THRESHOLD
+        # Set when other processes write the file too: every search first applies their changes.
+        self.feed: ChangeFeed | None = None
 
     # -- committed changes (CacheListener) -------------------------------------------------------
     def added(self, engram_id: str, memory_type: str, embedding: Sequence[float] | None) -> None:
@@ -102,6 +108,18 @@ class SearchIndex:
         with self.lock:
             self.vectors.invalidate()
 
+    def follow(self, present: Sequence[EngramState], removed: Sequence[str]) -> None:
+        """Set the cached vectors of changed engrams to what the file holds (see ChangeFeed)."""
+        with self.lock:
+            for engram_id, memory_type, blob in present:
+                if blob is None:
+                    self.vectors.remove(engram_id)
+                else:
+                    # an array, as the cache stores it (no list of 1,536 Python floats)
+                    self.vectors.add(engram_id, memory_type, np.frombuffer(blob, dtype="<f4"))  # type: ignore[arg-type]
+            for engram_id in removed:
+                self.vectors.remove(engram_id)
+
     def close(self) -> None:
         """Stop the index's background work and save it (when it has an HNSW graph)."""
         with self.lock:
@@ -110,6 +128,8 @@ class SearchIndex:
     # -- queries -----------------------------------------------------------------------------------
     def warm(self) -> None:
         """Load the vector cache now (the server does it in the background at start)."""
+        if self.feed is not None:
+            self.feed.catch_up()
         with self.lock:
             self._ensure_loaded()
 
@@ -145,6 +165,8 @@ class SearchIndex:
         if k <= 0:
             return []
         query = np.asarray(embedding, dtype=np.float32)
+        if self.feed is not None:
+            self.feed.catch_up()
         with self.lock:
             self._ensure_loaded()
             hits = self.vectors.search(query, k, memory_type)

@@ -36,8 +36,9 @@ from smriti.stores.base import (
 from smriti.stores.operations import handed
 from smriti.stores.paths import store_path
 from smriti.stores.sqlite import schema
+from smriti.stores.sqlite.changes import ChangeFeed
 from smriti.stores.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Database
-from smriti.stores.sqlite.engrams import EngramTable
+from smriti.stores.sqlite.engrams import NO_CACHES, EngramTable
 from smriti.stores.sqlite.export import export_rows
 from smriti.stores.sqlite.graph import Graph
 from smriti.stores.sqlite.search import SearchIndex
@@ -58,7 +59,9 @@ def sqlite_path(settings: Settings, user: str) -> Path:
 
 
 def open_sqlite(settings: Settings, user: str, **options: Any) -> SqliteStore:
-    """Open ``user``'s SQLite store; ``options`` go to :class:`SqliteStore`."""
+    """Open ``user``'s SQLite store (shared when several HTTP workers serve it: HTTP_WORKERS > 1);
+    ``options`` go to :class:`SqliteStore`."""
+    options.setdefault("shared", settings.http_workers > 1)
     return SqliteStore(sqlite_path(settings, user), user=user, dims=settings.embedding_dims, **options)
 
 
@@ -70,6 +73,9 @@ class SqliteStore(StoreBase):
         user: whose memory this is (for messages; isolation is the file).
         dims: embedding dimension (EMBEDDING_DIMS); a file written with another is refused.
         busy_timeout: seconds a statement waits for a lock.
+        shared: other processes opened with ``shared`` write the file too (the HTTP workers of
+            ``smriti-mcp --workers N``): the caches follow every process's commits through the
+            change log (:mod:`.changes`), and ``capabilities.shared`` tells the pipelines.
 
     Raises:
         StoreError: the file is held by another process, or cannot be opened.
@@ -97,6 +103,7 @@ class SqliteStore(StoreBase):
     engram_states = handed("engrams", EngramTable.states)
     count_engrams = handed("engrams", EngramTable.count)
     uncued_engram_ids = handed("engrams", EngramTable.uncued_ids)
+    latest_of_source = handed("engrams", EngramTable.latest_of_source)  # asked only when shared
     upsert_cues = handed("graph", Graph.upsert_cues)
     link_cue_ids = handed("graph", Graph.link_cue_ids)
     link_many = handed("graph", Graph.link_many)
@@ -119,10 +126,16 @@ class SqliteStore(StoreBase):
     association_weights = handed("graph", Graph.association_weights)
 
     def __init__(
-        self, path: Path, *, user: str, dims: int, busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+        self,
+        path: Path,
+        *,
+        user: str,
+        dims: int,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        shared: bool = False,
     ) -> None:
         self.user, self.path, self.dims = user, Path(path), dims
-        self.db = Database(self.path, user=user, busy_timeout=busy_timeout)
+        self.db = Database(self.path, user=user, busy_timeout=busy_timeout, shared=shared)
         try:
             self.index = SearchIndex(
                 self.db,
@@ -132,12 +145,19 @@ class SqliteStore(StoreBase):
                 ids=lambda: self.engrams.embedded_ids(),
                 index_path=self.path.with_name(self.path.name + ".vectors"),
             )
-            self.engrams = EngramTable(self.db, self.index, dims)
+            # Shared, the vector cache follows the change log only (this process's commits too:
+            # one path, in commit order), not the commit hooks.
+            self.engrams = EngramTable(self.db, NO_CACHES if shared else self.index, dims)
             self.graph = Graph(self.db, dims)
             with self.db.transaction():
                 for change in schema.migrate(self.db.write, dims, self.path):
                     logger.info("%s: migration: %s", self.path, change)
             self.index.fulltext_index = self.get_meta("fulltext_index") == "1"
+            if shared:
+                self.capabilities = Capabilities(vector_index=False, fulltext=True, shared=True)
+                self.index.feed = self.graph.feed = ChangeFeed(
+                    self.db, self.index.follow, self.graph.cue_cache.clear, self._reload_caches
+                )
         except BaseException:
             self.db.close()
             raise
@@ -147,6 +167,11 @@ class SqliteStore(StoreBase):
         """Save the vector index, release the file; calling it again does nothing."""
         self.index.close()
         self.db.close()
+
+    def _reload_caches(self) -> None:
+        """Drop the vector and cue caches (the change log no longer reaches back far enough)."""
+        self.index.invalidate()
+        self.graph.cue_cache.clear()
 
     def __enter__(self) -> SqliteStore:
         return self
