@@ -238,7 +238,7 @@ class Settings(BaseSettings):
         default=300.0, ge=0, description="how old the in-process cue vectors may grow before a reload"
     )
     cue_embed_batch: int = Field(
-        default=2000, ge=0, description="cue names consolidation embeds per run, at most (0 = none)"
+        default=5000, ge=0, description="cue names consolidation embeds per run, at most (0 = none)"
     )
     query_hub_names: bool = Field(
         default=True, description="leave hub names (a speaker, the user) out of the query's embedding"

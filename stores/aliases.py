@@ -14,11 +14,11 @@ older than ``CUE_ALIAS_REFRESH_SECONDS`` (another process may have consolidated)
 this process embedded cues. A stale copy only misses aliases of the newest cues; exact cue
 matches are read from the store at every recall.
 
-Up to :data:`EXACT_CUES` cues a lookup is one matrix product with all of them. Past that it goes
+Up to :data:`EXACT_CUES` (2,048) cues a lookup is one matrix product with all of them. Past that it goes
 through an HNSW graph of the cue vectors (usearch, as engram vectors do past their threshold),
 built in the background after a load: at 10k memories (30k cues of 1,536 dimensions) the exact
-product took ~190 ms of a recall on the shared 2-core machine. Until the graph is built the
-exact product answers.
+product took 20-150 ms of a recall on the shared, loaded 2-core machine (4,000 cues: 20 ms). Until
+the graph is built the exact product answers.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 Embed = Callable[[list[str]], Sequence[Sequence[float]]]
 
 # Up to this many cues a lookup multiplies with every one; past it, an HNSW graph answers.
-EXACT_CUES = 4096
+EXACT_CUES = 2048
 # The graph's beam while searching: wide, since a lookup asks for a handful of neighbours.
 GRAPH_EXPANSION = 64
 
@@ -83,7 +83,7 @@ class CueSpace:
         """Per query row, up to ``count`` (name, cosine) of the closest cues, best first."""
         matrix = self.matrix
         if matrix is not None:
-            similarity = query @ matrix.T
+            similarity = (matrix @ query.T).T  # rows of the stored matrix: ~7x faster than query @ m.T
             found = []
             for scores in similarity:
                 top = np.argsort(-scores, kind="stable")[:count]
