@@ -172,15 +172,16 @@ class AliasIndex:
 
     def _current(self) -> CueSpace:
         with self._lock:
-            loaded_at = self._loaded_at
+            loaded_at, space = self._loaded_at, self._space  # a reload started now is for later
             stale = loaded_at is not None and self.clock() - loaded_at > self.refresh_seconds
             if stale and not self._reloading:
                 self._reloading = True
                 self._background(self._reload, "smriti-cue-vectors")
         if loaded_at is None:
             self._load()
-        with self._lock:
-            return self._space
+            with self._lock:
+                space = self._space
+        return space
 
     def wait(self) -> None:
         """Wait for background reloads and graph builds to end (tests, and closing the store)."""
