@@ -78,6 +78,17 @@ class CypherGraphWrites:
                 ids=ids,
             )
 
+    def link_many(self, links: Mapping[str, Sequence[str]]) -> None:
+        """``link_cue_ids`` of many engrams (engram id -> cue ids) in one query (an import's batch)."""
+        rows = [{"engram": e, "cues": list(dict.fromkeys(ids))} for e, ids in links.items() if ids]
+        if rows:
+            self.graph.q(
+                "UNWIND $rows AS row MATCH (e:Engram {user: $user, id: row.engram}) "
+                "UNWIND row.cues AS cue_id MATCH (c:Cue {user: $user, id: cue_id}) "
+                "MERGE (e)-[:EncodedBy]->(c)",
+                rows=rows,
+            )
+
     def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:
         """Symmetric CoOccurs edges by cue name: two queries for any number of pairs."""
         merged = merge_cooccurrences(pairs, replace)

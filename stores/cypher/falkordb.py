@@ -147,8 +147,8 @@ class FalkorDBConnection(CypherConnection):
             except Exception:  # closing a dead connection must not mask the caller's error
                 log.debug("closing the FalkorDB connection failed", exc_info=True)
 
-    def vector_literal(self, param: str) -> str:
-        return f"vecf32(${param})"
+    def vector_of(self, expression: str) -> str:
+        return f"vecf32({expression})"
 
     def searchable_text(self, var: str) -> str:
         return f"WITH {var} SET {var}.{SEARCH_TEXT} = {search_text_expression(var)}"

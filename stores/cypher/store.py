@@ -151,14 +151,28 @@ class CypherGraphStore(StoreBase):
 
     # -- engrams ------------------------------------------------------------------------------
     def create_engram(self, engram: Engram) -> None:
-        fields = {name: getattr(engram, name) for name in UPDATABLE_FIELDS | {"created_at"}}
+        self.create_engrams([engram])
+
+    def create_engrams(self, engrams: Sequence[Engram]) -> None:
+        """One ``UNWIND ... CREATE`` for the batch (an import's 1,000 memories are one query, not
+        1,000 round trips); an existing id fails the whole query on the unique key (StoreError)."""
+        if not engrams:
+            return
+        rows = [
+            {
+                "id": engram.id,
+                "props": engram_props(
+                    {name: getattr(engram, name) for name in UPDATABLE_FIELDS | {"created_at"}}
+                ),
+                "embedding": self.graph.check_embedding(engram.embedding),
+            }
+            for engram in engrams
+        ]
         self.graph.q(
-            "CREATE (e:Engram {user: $user, id: $id}) "
-            f"SET e += $props, e.embedding = {self.graph.vector_literal('embedding')} "
+            "UNWIND $rows AS row CREATE (e:Engram {user: $user, id: row.id}) "
+            f"SET e += row.props, e.embedding = {self.graph.vector_of('row.embedding')} "
             + self.graph.connection.searchable_text("e"),
-            id=engram.id,
-            props=engram_props(fields),
-            embedding=self.graph.check_embedding(engram.embedding),
+            rows=rows,
         )
 
     def get_engrams(self, ids: Sequence[str]) -> list[Engram]:
@@ -322,6 +336,9 @@ class CypherGraphStore(StoreBase):
 
     def link_cue_ids(self, engram_id: str, cue_ids: Sequence[str]) -> None:
         self.writes.link_cue_ids(engram_id, cue_ids)
+
+    def link_many(self, links: Mapping[str, Sequence[str]]) -> None:
+        self.writes.link_many(links)
 
     def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:
         self.writes.add_cooccurrences(pairs, replace)

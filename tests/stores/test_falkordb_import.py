@@ -1,0 +1,131 @@
+"""A bulk import into FalkorDB over TCP (a real falkordblite server process) writes each batch
+in a few ``UNWIND`` queries, and what lands is exactly what the file holds: ids, texts,
+embeddings, cue links, relations, associations and co-occurrences."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from smriti.config import Settings
+from smriti.stores import make_store
+from smriti.stores.base import Association, Engram, Relation
+from smriti.stores.records import (
+    association_record,
+    co_occurs_record,
+    encoded_by_record,
+    engram_record,
+    import_into,
+    relation_record,
+)
+
+DIMS = 8
+MEMORIES = 2_500
+BATCH = 1_000
+
+
+def records_of(count: int) -> list[dict]:
+    """An export of ``count`` memories with 3 cues each (one shared), a relation each, a chain of
+    associations (crossing batch boundaries) and co-occurrences, in the file's order."""
+    engrams = []
+    for i in range(count):
+        engram = Engram(content=f"memory {i} about topic{i % 50} and person{i % 7}", id=f"m{i:05d}")
+        engram.embedding = [float((i * 7 + d) % 11) - 5.0 for d in range(DIMS)]
+        engram.tags = f"tag{i % 3}"
+        engrams.append(engram)
+    out = [engram_record(e) for e in engrams]
+    out += [
+        encoded_by_record(e.id, name)
+        for i, e in enumerate(engrams)
+        for name in (f"topic{i % 50}", f"person{i % 7}", "shared")
+    ]
+    out += [
+        association_record(Association(engrams[i].id, engrams[i + 1].id, 0.25 + (i % 4) / 10))
+        for i in range(count - 1)
+    ]
+    out += [co_occurs_record(f"topic{t}", f"person{t % 7}", 1.0 + t) for t in range(50)]
+    out += [
+        relation_record(Relation(f"person{i % 7}", "mentions", f"topic{i % 50}", engram_id=e.id))
+        for i, e in enumerate(engrams)
+    ]
+    return out
+
+
+@pytest.fixture
+def falkor_store(falkor_server, tmp_path):
+    client, port = falkor_server
+    graph = f"smriti_import_{uuid.uuid4().hex[:10]}"
+    settings = Settings(
+        storage_location=tmp_path,
+        accessing_user="alice",
+        embedding_dims=DIMS,
+        db_type="falkordb",
+        falkor_addr=f"127.0.0.1:{port}",
+        falkor_graph=graph,
+        falkor_isolation="tenant",
+    )
+    store = make_store(settings, "alice")
+    yield store
+    store.close()
+    client.select_graph(graph).delete()
+
+
+def content(records: list[dict]) -> dict[str, set]:
+    """What an export says, in comparable form (sets of tuples, floats rounded)."""
+    kinds: dict[str, set] = {}
+    for record in records:
+        kind = record["kind"]
+        if kind == "engram":
+            row = (
+                record["id"],
+                record["content"],
+                record["tags"],
+                tuple(round(v, 5) for v in record["embedding"]),
+            )
+        elif kind == "encoded_by":
+            row = (record["engram_id"], record["cue"])
+        elif kind == "associated_with":
+            row = (*sorted((record["source_id"], record["target_id"])), round(record["strength"], 6))
+        elif kind == "co_occurs":
+            row = (*sorted((record["source"], record["target"])), record["strength"])
+        elif kind == "relates_to":
+            row = (record["source"], record["relation"], record["target"], record["engram_id"])
+        else:
+            continue
+        kinds.setdefault(kind, set()).add(row)
+    return kinds
+
+
+def test_a_bulk_import_lands_exactly_and_in_a_few_queries_per_batch(falkor_store, monkeypatch):
+    records = records_of(MEMORIES)
+    queries: list[str] = []
+    run = type(falkor_store.connection).run
+
+    def counted(self, query, params=None):
+        queries.append(query)
+        return run(self, query, params)
+
+    monkeypatch.setattr(type(falkor_store.connection), "run", counted)
+    import_into(falkor_store, records, batch_size=BATCH)
+    monkeypatch.undo()
+    # Per-row writes would be thousands of queries (one per memory and per link).
+    assert len(queries) < 8 * (MEMORIES // BATCH + 1) + 10, len(queries)
+    assert falkor_store.count_engrams() == MEMORIES
+    want, got = content(records), content(list(falkor_store.export_records()))
+    for kind in ("engram", "encoded_by", "associated_with", "co_occurs", "relates_to"):
+        assert got[kind] == want[kind], kind
+    # The cues behind the links are one per name, and a second import changes nothing.
+    assert len({row[1] for row in got["encoded_by"]}) == 50 + 7 + 1
+    import_into(falkor_store, records, batch_size=BATCH)
+    assert content(list(falkor_store.export_records())) == got
+
+
+def test_a_batch_naming_an_existing_memory_again_writes_nothing(falkor_store):
+    first = Engram(content="first", id="dup-1", embedding=[1.0] * DIMS)
+    falkor_store.create_engrams([first])
+    fresh = Engram(content="fresh", id="fresh-1", embedding=[2.0] * DIMS)
+    with pytest.raises(Exception, match="(?i)already|unique|constraint"):
+        falkor_store.create_engrams([fresh, Engram(content="again", id="dup-1", embedding=[1.0] * DIMS)])
+    assert falkor_store.get_engram("fresh-1") is None
+    assert falkor_store.get_engram("dup-1").content == "first"
