@@ -51,7 +51,7 @@ class CypherGraphWrites:
                     name=name,
                     id=cue.id,
                     cue_type=cue.cue_type,
-                    embedding=self.graph.check_embedding(cue.embedding),
+                    embedding=self.graph.vector_param(cue.embedding),
                 )
         rows = self._merge_cues({n: (c.id, c.cue_type) for n, c in wanted.items()})
         stored = {row["name"]: cue_from_row(row) for row in rows}

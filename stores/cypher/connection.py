@@ -48,6 +48,10 @@ class CypherConnection(ABC):
         """:meth:`vector_of` parameter ``param``."""
         return self.vector_of(f"${param}")
 
+    def vector_param(self, values: list[float] | None) -> Any:
+        """A vector (checked plain floats, or None) as this database's query parameter value."""
+        return values
+
     def searchable_text(self, var: str) -> str:
         """A clause that runs after the engram ``var``'s content, summary or facts were written,
         keeping a derived property keyword search reads; none by default (Neo4j's full-text
@@ -99,6 +103,10 @@ class UserGraph:
 
     def vector_of(self, expression: str) -> str:
         return self.connection.vector_of(expression)
+
+    def vector_param(self, embedding: Sequence[float] | None) -> Any:
+        """:meth:`check_embedding`, as the value of a vector parameter (see vector_of)."""
+        return self.connection.vector_param(self.check_embedding(embedding))
 
     def check_embedding(self, embedding: Sequence[float] | None) -> list[float] | None:
         """The embedding as plain floats (None stays None).

@@ -164,7 +164,7 @@ class CypherGraphStore(StoreBase):
                 "props": engram_props(
                     {name: getattr(engram, name) for name in UPDATABLE_FIELDS | {"created_at"}}
                 ),
-                "embedding": self.graph.check_embedding(engram.embedding),
+                "embedding": self.graph.vector_param(engram.embedding),
             }
             for engram in engrams
         ]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import uuid
 
+import numpy as np
+
 import pytest
 
 from smriti.config import Settings
@@ -129,3 +131,17 @@ def test_a_batch_naming_an_existing_memory_again_writes_nothing(falkor_store):
         falkor_store.create_engrams([fresh, Engram(content="again", id="dup-1", embedding=[1.0] * DIMS)])
     assert falkor_store.get_engram("fresh-1") is None
     assert falkor_store.get_engram("dup-1").content == "first"
+
+
+def test_vectors_are_sent_as_float32_text_and_read_back_exactly(falkor_store):
+    """Vector parameters go as their shortest float32 text: every value, tiny, huge, negative or
+    in exponent form, reads back as the same float32; a NaN is refused and writes nothing."""
+    values = [1e-5, -3.5e-12, 1e-40, 1.0e30, -0.1, 0.30000001192092896, 123456.789, 0.0]
+    engram = Engram(content="vector text", id="vec-1", embedding=values)
+    falkor_store.create_engrams([engram])
+    stored = falkor_store.get_engram("vec-1").embedding
+    assert np.array_equal(np.asarray(stored, dtype=np.float32), np.asarray(values, dtype=np.float32))
+    assert [hit.id for hit in falkor_store.vector_search(values, 1)] == ["vec-1"]
+    with pytest.raises(ValueError, match="NaN"):
+        falkor_store.create_engrams([Engram(content="bad", id="vec-2", embedding=[float("nan")] * DIMS)])
+    assert falkor_store.get_engram("vec-2") is None
