@@ -37,8 +37,9 @@ def exact_top(matrix: np.ndarray, norms: np.ndarray, query: np.ndarray) -> set[i
 
 
 def run(matrix, queries, norms, truth, expansion_add: int, threads: int, dtype: str, batch: int) -> dict:
-    from smriti.stores.ann import AnnParams
     from usearch.index import Index
+
+    from smriti.stores.ann import AnnParams
 
     params = AnnParams(expansion_add=expansion_add)
     index = Index(
