@@ -25,6 +25,7 @@ from smriti.stores.base import (
     new_id,
 )
 from smriti.stores.cypher.connection import UserGraph
+from smriti.stores.cypher.graph import RELATION_ENDS, RELATIONS_BY_ENGRAM
 from smriti.stores.cypher.rows import CUE_COLUMNS, cue_from_row, to_stored_time
 
 
@@ -122,10 +123,7 @@ class CypherGraphWrites:
 
     def delete_relations_of(self, engram_id: str) -> None:
         """The RelatesTo facts recorded with this engram's id."""
-        self.graph.q(
-            "MATCH (:Cue {user: $user})-[r:RelatesTo {engram_id: $engram_id}]->(:Cue {user: $user}) DELETE r",
-            engram_id=engram_id,
-        )
+        self.graph.q(f"{RELATIONS_BY_ENGRAM} = $engram_id {RELATION_ENDS} DELETE r", engram_id=engram_id)
 
     def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
         """RelatesTo edges by cue name, idempotent; cues it creates get ``cue_type``. Two queries.

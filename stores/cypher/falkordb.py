@@ -61,6 +61,8 @@ _RANGE_INDEXES = (("Engram", ("user", "id")), ("Cue", ("user", "name", "id")), (
 SEARCH_TEXT = "search_text"
 _FULLTEXT_FIELDS = (SEARCH_TEXT,)
 _UNSPLIT_SPACES = "".join(c for c in map(chr, range(0x3001)) if c.isspace() and c not in " \t")
+# Edge property indexes: RelatesTo by the engram that stated it (relations_of, forget).
+_EDGE_INDEXES = (("RelatesTo", "engram_id"),)
 _UNIQUE_KEYS = (("Engram", ("user", "id")), ("Cue", ("user", "name")), ("Meta", ("user", "key")))
 
 
@@ -243,6 +245,9 @@ class FalkorDBConnection(CypherConnection):
             for prop in props:
                 if "RANGE" not in indexed.get(label, {}).get(prop, ()):
                     self._schema_call(f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
+        for label, prop in _EDGE_INDEXES:
+            if "RANGE" not in indexed.get(label, {}).get(prop, ()):
+                self._schema_call(f"CREATE INDEX FOR ()-[r:{label}]-() ON (r.{prop})")
         try:
             constraints = self._graph.list_constraints()
             existing = {(c["label"], tuple(c["properties"])) for c in constraints if c["type"] == "UNIQUE"}
