@@ -209,6 +209,18 @@ class KuzuStore(StoreBase):
         self.fresh.start(engram.id)
         self.index.added(engram)
 
+    @locked
+    def create_engrams(self, engrams: Sequence[Engram]) -> None:
+        # COPY only into a table without a vector index (a fresh import): whether Kuzu keeps
+        # its HNSW index through a COPY was not established here.
+        self.engrams.create_many(engrams, bulk=not self.index.vector_index)
+        for engram in engrams:
+            self.fresh.start(engram.id)
+            self.index.added(engram)
+
+    def link_many(self, links: Mapping[str, Sequence[str]]) -> None:
+        self.writes.link_many(links)
+
     def get_engrams(self, ids: Sequence[str]) -> list[Engram]:
         return self.engrams.get(ids)
 

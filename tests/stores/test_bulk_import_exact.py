@@ -1,6 +1,7 @@
-"""A bulk import into FalkorDB over TCP (a real falkordblite server process) writes each batch
-in a few ``UNWIND`` queries, and what lands is exactly what the file holds: ids, texts,
-embeddings, cue links, relations, associations and co-occurrences."""
+"""Bulk imports of a few thousand memories take the fast paths and land exactly what the file
+holds (ids, texts, embeddings, cue links, relations, associations, co-occurrences): FalkorDB over
+TCP (a real falkordblite server process; a few ``UNWIND`` queries per batch) and the embedded
+Kuzu store (``COPY ... FROM`` Arrow tables)."""
 
 from __future__ import annotations
 
@@ -144,3 +145,44 @@ def test_vectors_are_sent_as_float32_text_and_read_back_exactly(falkor_store):
     with pytest.raises(ValueError, match="NaN"):
         falkor_store.create_engrams([Engram(content="bad", id="vec-2", embedding=[float("nan")] * DIMS)])
     assert falkor_store.get_engram("vec-2") is None
+
+
+def test_a_bulk_import_into_kuzu_copies_from_arrow_and_lands_exactly(tmp_path):
+    """The same file into the embedded Kuzu store: engrams, cues, links and relations go in by
+    ``COPY ... FROM`` an Arrow table (pyarrow installed), and the content is the file's."""
+    pytest.importorskip("pyarrow")
+    from smriti.stores.kuzu import connection as kuzu_connection
+
+    settings = Settings(
+        storage_location=tmp_path, accessing_user="alice", embedding_dims=DIMS, db_type="kuzu"
+    )
+    store = make_store(settings, "alice")
+    queries: list[str] = []
+    run = kuzu_connection.Connection.run
+
+    def counted(self, query, params=None):
+        queries.append(query)
+        return run(self, query, params)
+
+    try:
+        records = records_of(MEMORIES)
+        kuzu_connection.Connection.run = counted
+        try:
+            import_into(store, records, batch_size=BATCH)
+        finally:
+            kuzu_connection.Connection.run = run
+        copied = {query.split()[1] for query in queries if query.startswith("COPY ")}
+        assert {"Engram", "Cue", "EncodedBy", "RelatesTo"} <= copied
+        assert store.count_engrams() == MEMORIES
+        want, got = content(records), content(list(store.export_records()))
+        for kind in ("engram", "encoded_by", "associated_with", "co_occurs", "relates_to"):
+            assert got[kind] == want[kind], kind
+        import_into(store, records, batch_size=BATCH)  # again: nothing changes, nothing doubles
+        assert content(list(store.export_records())) == got
+        # The row cache and search answer for copied memories as for created ones.
+        assert store.get_engram("m00042").content == "memory 42 about topic42 and person0"
+        assert next(hit.id for hit in store.vector_search(records[42]["embedding"], 1)) in {
+            r["id"] for r in records[:MEMORIES] if list(r["embedding"]) == list(records[42]["embedding"])
+        }
+    finally:
+        store.close()
