@@ -150,23 +150,25 @@ class GraphWrites:
             for engram_id, cue_ids in wanted.items():
                 self.link_cue_ids(engram_id, cue_ids)
             return
-        ids = list(wanted)
+        engram_ids = list(wanted)
         existing = {
-            row[0] for row in self.db.run("MATCH (e:Engram) WHERE e.id IN $ids RETURN e.id", {"ids": ids})
+            row[0]
+            for row in self.db.run("MATCH (e:Engram) WHERE e.id IN $ids RETURN e.id", {"ids": engram_ids})
         }
         linked = {
             (engram_id, cue_id)
             for engram_id, cue_id in self.db.run(
-                "MATCH (e:Engram)-[:EncodedBy]->(c:Cue) WHERE e.id IN $ids RETURN e.id, c.id", {"ids": ids}
+                "MATCH (e:Engram)-[:EncodedBy]->(c:Cue) WHERE e.id IN $ids RETURN e.id, c.id",
+                {"ids": engram_ids},
             )
         }
-        cue_ids = {info.id for info in self.cues.names().values()}
+        known = {info.id for info in self.cues.names().values()}
         rows = [
             {"from": engram_id, "to": cue_id}
             for engram_id, cues in wanted.items()
             if engram_id in existing
             for cue_id in cues
-            if cue_id in cue_ids and (engram_id, cue_id) not in linked
+            if cue_id in known and (engram_id, cue_id) not in linked
         ]
         if not rows:
             return
@@ -280,8 +282,8 @@ class GraphWrites:
                 row = dict(zip(("a", "relation", "b", "engram"), key, strict=True))
                 create.append(row | {"at": to_db(relation.created_at)})
         if create and copy.worth_it(create):  # UNWIND ... MATCH {id: row.a} scans the Cue table per row
-            rows = [row | {"engram_id": row["engram"], "created_at": row["at"]} for row in create]
-            copy.copy_rows(self.db.run, "RelatesTo", rows, ends=("a", "b"))
+            copied = [row | {"engram_id": row["engram"], "created_at": row["at"]} for row in create]
+            copy.copy_rows(self.db.run, "RelatesTo", copied, ends=("a", "b"))
         elif create:
             self.db.run(
                 "UNWIND $rows AS row MATCH (a:Cue {id: row.a}), (b:Cue {id: row.b}) "
