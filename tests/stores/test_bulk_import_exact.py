@@ -186,3 +186,36 @@ def test_a_bulk_import_into_kuzu_copies_from_arrow_and_lands_exactly(tmp_path):
         }
     finally:
         store.close()
+
+
+def test_smriti_import_leaves_falkordbs_search_indexes_built(falkor_server, tmp_path):
+    """``smriti import`` into FalkorDB builds the vector and full-text indexes before it returns:
+    the next server's first recall uses them instead of reading every embedding."""
+    from smriti.cli.transfer import import_from
+    from smriti.memory import Memory
+    from tests.test_import_index import _records
+
+    client, port = falkor_server
+    graph = f"smriti_cli_{uuid.uuid4().hex[:10]}"
+    settings = Settings(
+        storage_location=tmp_path,
+        accessing_user="alice",
+        embedding_dims=DIMS,
+        db_type="falkordb",
+        falkor_addr=f"127.0.0.1:{port}",
+        falkor_graph=graph,
+        falkor_isolation="tenant",
+        index_threshold=20,
+        llm_provider="heuristic",
+        embedding_provider="hashing",
+        backup_type="none",
+    )
+    path = tmp_path / "records.jsonl"
+    _records(path, 60, DIMS)
+    try:
+        with Memory.open(settings) as memory:
+            assert memory.context.store.search.indexes(refresh=True) == {"vector": False, "fulltext": False}
+            import_from(memory, path)
+            assert memory.context.store.search.indexes(refresh=True) == {"vector": True, "fulltext": True}
+    finally:
+        client.select_graph(graph).delete()
