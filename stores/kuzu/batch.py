@@ -336,6 +336,39 @@ class GraphWrites:
             absent += [a for a in maybe if frozenset((a.source_id, a.target_id)) not in done]
         if not absent:
             return
+        if copy.worth_it(absent):  # an import's batch: one COPY, not a query per source
+            created = self._copy_associations(absent)
+        else:
+            created = self._create_associations(absent)
+        for x, y in created:
+            self.fresh.record(x, rel, y)
+            self.fresh.record(y, rel, x)
+
+    def _copy_associations(self, absent: list[Association]) -> list[tuple[str, str]]:
+        """New AssociatedWith edges by one COPY; pairs with a missing end are skipped, as the
+        row-by-row path skips them (a COPY would fail on them)."""
+        ends = sorted({end for a in absent for end in (a.source_id, a.target_id)})
+        present = {
+            row[0] for row in self.db.run("MATCH (e:Engram) WHERE e.id IN $ids RETURN e.id", {"ids": ends})
+        }
+        rows = [
+            {
+                "a": a.source_id,
+                "b": a.target_id,
+                "strength": float(a.strength),
+                "relation_type": a.relation_type,
+                "created_at": to_db(a.created_at),
+            }
+            for a in absent
+            if a.source_id in present and a.target_id in present
+        ]
+        if rows:
+            copy.copy_rows(self.db.run, "AssociatedWith", rows, ends=("a", "b"))
+        return [
+            (a.source_id, a.target_id) for a in absent if a.source_id in present and a.target_id in present
+        ]
+
+    def _create_associations(self, absent: list[Association]) -> list[tuple[str, str]]:
         # Grouped by source: a primary-key lookup for it, then one UNWIND over its targets
         # (~2-4 ms at 10k engrams; matching both ends inside the UNWIND hash-joins the table twice).
         by_source: dict[str, list[dict[str, Any]]] = {}
@@ -351,6 +384,4 @@ class GraphWrites:
                 "created_at: row.at}]->(y) RETURN x.id, y.id",
                 {"a": source, "rows": rows},
             )
-        for x, y in created:
-            self.fresh.record(x, rel, y)
-            self.fresh.record(y, rel, x)
+        return [(x, y) for x, y in created]
