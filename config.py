@@ -222,6 +222,22 @@ class Settings(BaseSettings):
         default=0.3, ge=0, description="rank-fusion weight of spreading activation"
     )
     fusion_k: int = Field(default=5, ge=1, description="rank-fusion constant: weight / (k + rank)")
+    # Cue aliases (stores/aliases.py): stored cues whose names mean nearly what a query's cue
+    # means reach the memories they encode as if the query had named them (HippoRAG 2's synonym
+    # edges). Chosen on LoCoMo conv-26/30; bench/RESULTS.md, "The graph earns its place".
+    cue_alias_similarity: float = Field(
+        default=0.6, ge=0, le=1, description="cosine of cue-name embeddings making an alias (0 = off)"
+    )
+    cue_alias_max: int = Field(default=3, ge=0, description="aliases taken per query cue, at most")
+    cue_alias_refresh_seconds: float = Field(
+        default=300.0, ge=0, description="how old the in-process cue vectors may grow before a reload"
+    )
+    cue_embed_batch: int = Field(
+        default=2000, ge=0, description="cue names consolidation embeds per run, at most (0 = none)"
+    )
+    query_hub_names: bool = Field(
+        default=True, description="leave hub names (a speaker, the user) out of the query's embedding"
+    )
     fusion_score_share: float = Field(
         default=0.3, ge=0, le=1, description="share of relevance from branch scores rather than ranks"
     )
@@ -248,6 +264,11 @@ class Settings(BaseSettings):
         default=1.6,
         ge=0,
         description="conversation context: share of relevance a turn passes to its neighbours",
+    )
+    context_backward: float = Field(
+        default=0.7,
+        ge=0,
+        description="conversation context passed to the turn before a seed, against 1 for the turn after it",
     )
     context_additive: bool = Field(default=False, description="context adds to a turn's own relevance")
     context_seeds: int = Field(default=3, ge=0, description="best candidates whose neighbours are raised")

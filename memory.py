@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from smriti.errors import InvalidInput, NotFound
 from smriti.stores.records import import_into
+from smriti.validators import RecallRequest, StoreRequest, check_recall, check_store
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -95,20 +96,26 @@ class Memory:
         analysis and the model's analysis is queued (:meth:`enrich`, or the server's worker).
 
         Raises:
+            InvalidInput: a rule of ``validators.check_store`` is broken (nothing is stored).
             NotFound: ``supersedes`` names no memory (nothing is stored).
         """
-        payload: dict[str, Any] = {
-            "content": content,
-            "importance": importance,
-            "tags": tags,
-            "source": source,
-        }
+        request = check_store(
+            content,
+            max_chars=self.context.settings.max_content_chars,
+            importance=importance,
+            tags=tags,
+            source=source,
+            occurred_at=occurred_at,
+            supersedes=supersedes,
+        )
+        return self.store_checked(request, created_at=created_at)
+
+    def store_checked(self, request: StoreRequest, created_at: datetime | None = None) -> dict[str, Any]:
+        """:meth:`store` for a request its caller already checked with ``validators.check_store``
+        (the MCP tools and the CLI do, where the request enters): the rules are not applied again."""
+        payload: dict[str, Any] = {**request, "checked": True}
         if created_at is not None:
             payload["created_at"] = created_at.isoformat()
-        if occurred_at is not None:
-            payload["occurred_at"] = occurred_at.isoformat()
-        if supersedes:
-            payload["supersedes"] = supersedes
         self._check_space()
         self._touch()
         # Atomic: the pipeline's nodes run in this thread (the graph is linear), so every
@@ -168,7 +175,7 @@ class Memory:
             InvalidInput: empty id. NotFound: no such memory for this user.
         """
         if not memory_id or not memory_id.strip():
-            raise InvalidInput("memory_id is required to forget a memory")
+            raise InvalidInput("memory_id is required to forget a memory (take it from a recall result)")
         with self.context.write_lock:
             if not self.context.store.delete_engram(memory_id.strip()):
                 raise NotFound(f"no memory with id {memory_id!r}")
@@ -201,7 +208,8 @@ class Memory:
     def consolidate(
         self, now: datetime | None = None, on_step: Callable[[str], None] | None = None
     ) -> dict[str, Any]:
-        """Repair, decay, prune, strengthen, clean orphans, recluster and manage indexes; returns the report.
+        """Repair, decay, prune, strengthen, clean orphans, recluster, manage indexes and embed new cue
+        names; returns the report.
 
         ``on_step(name)`` is called as each step finishes (the CLI's progress bar).
         """
@@ -234,22 +242,29 @@ class Memory:
         Superseded memories (corrected by a newer one) are left out unless
         ``include_superseded``; then they come back ranked below the current facts, with
         ``superseded_by`` set.
+
+        Raises:
+            InvalidInput: a rule of ``validators.check_recall`` is broken (nothing is read).
         """
-        self._touch()
-        output = self.recall_graph.invoke(
-            {
-                "query": query,
-                "limit": limit,
-                "mode": mode,
-                "memory_type": memory_type,
-                "explain": explain,
-                "include_superseded": include_superseded,
-            },
-            context=self.context,
+        request = check_recall(
+            query,
+            max_results=self.context.settings.memory_fabric_max_results,
+            limit=limit,
+            mode=mode,
+            memory_type=memory_type,
+            explain=explain,
+            include_superseded=include_superseded,
         )
+        return self.recall_checked(request)
+
+    def recall_checked(self, request: RecallRequest) -> dict[str, Any]:
+        """:meth:`recall` for a request its caller already checked with ``validators.check_recall``
+        (the MCP tools and the CLI do, where the request enters): the rules are not applied again."""
+        self._touch()
+        output = self.recall_graph.invoke({**request, "checked": True}, context=self.context)
         self._touch()
         result = output["result"]
-        if explain:
+        if request["explain"]:
             result = {**result, "trace": output["trace"]}
         return result
 

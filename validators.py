@@ -1,15 +1,24 @@
-"""Input checks shared by the pipelines' validate nodes, the MCP server and the CLI.
+"""Input checks: each rule defined once, applied once where a request enters.
 
 One module so the same mistake gets the same message whichever entry point it came
 through. Every check raises :class:`smriti.errors.InvalidInput` with a one-line message
 and returns the cleaned value.
+
+:func:`check_store` and :func:`check_recall` apply every rule of a request, in one place; the
+entry points call them exactly once per request: the MCP tools at the tool boundary
+(``server/app.py``), the CLI's commands, :class:`~smriti.memory.Memory` for Python callers, and
+the graphs' validate steps for callers that invoke a graph directly. A request checked this
+way enters the graph marked ``checked`` and its validate step does not check it again
+(``tests/test_validation_once.py`` counts). The MCP tool schemas only advertise the rules
+(:func:`importance_schema`, :func:`limit_schema`, :func:`choice_schema`): the SDK's argument
+model checks types, never a rule of its own.
 """
 
 from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypedDict, get_args
 
 from smriti.errors import InvalidInput
 from smriti.stores.base import MEMORY_TYPES, clean_label
@@ -34,13 +43,21 @@ def check_content(content: Any, max_chars: int) -> str:
     return content.strip()
 
 
+IMPORTANCE_RANGE = (0.0, 1.0)
+
+
+def importance_schema() -> dict[str, Any]:
+    """The JSON schema of ``importance``: what :func:`check_importance` accepts (advertised only)."""
+    return {"type": "number", "minimum": IMPORTANCE_RANGE[0], "maximum": IMPORTANCE_RANGE[1]}
+
+
 def check_importance(importance: Any) -> float:
-    """A finite number in [0, 1]."""
+    """A finite number in [0, 1] (:data:`IMPORTANCE_RANGE`)."""
     try:
         value = float(importance)
     except (TypeError, ValueError):
         raise InvalidInput(f"importance must be a number in [0, 1], got {importance!r}") from None
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+    if not math.isfinite(value) or not IMPORTANCE_RANGE[0] <= value <= IMPORTANCE_RANGE[1]:
         raise InvalidInput(f"importance must be a number in [0, 1], got {importance!r}")
     return value
 
@@ -57,9 +74,11 @@ def normalise_tags(tags: Any) -> str:
 
 def check_occurred_at(value: Any) -> datetime | None:
     """When a remembered event happened: an ISO 8601 date ("2023-05-08", midnight UTC) or date-time
-    (UTC when it has no zone); empty is None (now)."""
+    (UTC when it has no zone), or a datetime (the library's callers); empty is None (now)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
     if not isinstance(value, str):
         raise InvalidInput("occurred_at must be an ISO 8601 date or date-time string")
     text = value.strip()
@@ -73,11 +92,23 @@ def check_occurred_at(value: Any) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _one_of(choices: tuple[str, ...]) -> str:
+    """``'a', 'b' or 'c'``: the words of a choice's error (as the tool errors word a Literal)."""
+    quoted = [repr(choice) for choice in choices]
+    return f"{', '.join(quoted[:-1])} or {quoted[-1]}" if len(quoted) > 1 else quoted[0]
+
+
+def choice_schema(choices: tuple[str, ...], *, nullable: bool = False) -> dict[str, Any]:
+    """The JSON schema of a choice (mode, memory_type): what its check accepts (advertised only)."""
+    schema: dict[str, Any] = {"enum": list(choices), "type": "string"}
+    return {"anyOf": [schema, {"type": "null"}]} if nullable else schema
+
+
 def check_mode(mode: Any) -> str:
     """One of :data:`RECALL_MODES`; empty means ``recall``."""
     mode = mode or "recall"
     if mode not in RECALL_MODES:
-        raise InvalidInput(f"mode must be one of {', '.join(RECALL_MODES)}, got {mode!r}")
+        raise InvalidInput(f"mode must be one of {_one_of(RECALL_MODES)}, got {mode!r}")
     return mode
 
 
@@ -86,8 +117,17 @@ def check_memory_type(memory_type: Any) -> str | None:
     if memory_type in (None, ""):
         return None
     if memory_type not in MEMORY_TYPES:
-        raise InvalidInput(f"memory_type must be one of {', '.join(MEMORY_TYPES)}, got {memory_type!r}")
+        raise InvalidInput(f"memory_type must be one of {_one_of(tuple(MEMORY_TYPES))}, got {memory_type!r}")
     return memory_type
+
+
+def check_text(name: str, value: Any) -> str:
+    """An optional string argument (a query, a source label), stripped; None is ``""``."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be a string")
+    return value.strip()
 
 
 LIMIT_MINIMUM = 1  # the fewest results a recall may ask for; the most is MEMORY_FABRIC_MAX_RESULTS
@@ -107,3 +147,82 @@ def check_limit(limit: Any, maximum: int) -> int:
     if limit > maximum:
         raise InvalidInput(f"limit must be at most {maximum} (MEMORY_FABRIC_MAX_RESULTS), got {limit}")
     return limit
+
+
+# ----------------------------------------------------------------------------- whole requests
+class StoreRequest(TypedDict):
+    """A store request every rule accepted: the store graph's input, cleaned."""
+
+    content: str
+    importance: float
+    tags: str
+    source: str
+    occurred_at: str  # ISO 8601, "" for now
+    supersedes: str  # an id, checked against the store by the graph's validate step (it reads it)
+
+
+class RecallRequest(TypedDict):
+    """A recall request every rule accepted: the recall graph's input, cleaned."""
+
+    query: str
+    limit: int
+    mode: str  # an empty query is mode list
+    memory_type: str | None
+    explain: bool
+    include_superseded: bool
+
+
+def check_store(
+    content: Any = None,
+    *,
+    max_chars: int,
+    importance: Any = 0.5,
+    tags: Any = "",
+    source: Any = "",
+    occurred_at: Any = None,
+    supersedes: Any = "",
+) -> StoreRequest:
+    """Apply every rule of a store request (MAX_CONTENT_CHARS is ``max_chars``).
+
+    Raises:
+        InvalidInput: the first rule the request breaks; nothing has been read or written.
+    """
+    text = check_content(content, max_chars)
+    weight = check_importance(importance)
+    occurred = check_occurred_at(occurred_at)
+    return {
+        "content": text,
+        "importance": weight,
+        "tags": normalise_tags(tags),
+        "source": check_text("source", source),
+        "occurred_at": occurred.isoformat() if occurred else "",
+        "supersedes": supersedes,  # nodes/supersede.check_supersedes: its rule needs the store
+    }
+
+
+def check_recall(
+    query: Any = "",
+    *,
+    max_results: int,
+    limit: Any = 5,
+    mode: Any = "recall",
+    memory_type: Any = None,
+    explain: Any = False,
+    include_superseded: Any = False,
+) -> RecallRequest:
+    """Apply every rule of a recall request (MEMORY_FABRIC_MAX_RESULTS is ``max_results``); an
+    empty query becomes mode ``list`` (Memory Fabric: "empty query").
+
+    Raises:
+        InvalidInput: the first rule the request breaks; nothing has been read.
+    """
+    text = check_text("query", query)
+    mode = check_mode(mode)
+    return {
+        "query": text,
+        "limit": check_limit(limit, max_results),
+        "mode": mode if text else "list",
+        "memory_type": check_memory_type(memory_type),
+        "explain": bool(explain),
+        "include_superseded": bool(include_superseded),
+    }

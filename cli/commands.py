@@ -175,24 +175,23 @@ def store(
     as_json: JsonFlag = False,
 ) -> None:
     """Remember something."""
-    from smriti.validators import check_content, check_importance, check_occurred_at
+    from smriti.validators import check_store
 
     with _handled():
         settings = _settings(ctx)
-        content = check_content(_read_text(content), settings.max_content_chars)
-        importance = check_importance(importance)
-        when = check_occurred_at(occurred_at)
+        # Checked where it enters, before the memory is opened; not again in the pipeline.
+        request = check_store(
+            _read_text(content),
+            max_chars=settings.max_content_chars,
+            importance=importance,
+            tags=tags,
+            source=source,
+            occurred_at=occurred_at,
+        )
         with _runtime(ctx, settings=settings) as runtime:
             if supersedes:
-                supersedes = runtime.memory.resolve_id(supersedes)
-            stored = runtime.memory.store(
-                content,
-                importance=importance,
-                tags=tags,
-                source=source,
-                occurred_at=when,
-                supersedes=supersedes,
-            )
+                request["supersedes"] = runtime.memory.resolve_id(supersedes)
+            stored = runtime.memory.store_checked(request)
     stored = {k: v for k, v in stored.items() if k != "trace"}
     if as_json:
         return print_json(stored)
@@ -217,19 +216,21 @@ def _recall(
     explain: bool,
     include_superseded: bool = False,
 ):
-    from smriti.validators import check_limit
+    from smriti.validators import check_recall
 
     settings = _settings(ctx)
-    check_limit(limit, settings.memory_fabric_max_results)
+    # Checked where it enters, before the memory is opened; not again in the pipeline.
+    request = check_recall(
+        query,
+        max_results=settings.memory_fabric_max_results,
+        limit=limit,
+        mode=mode,
+        memory_type=memory_type,
+        explain=explain,
+        include_superseded=include_superseded,
+    )
     with _runtime(ctx, settings=settings) as runtime:
-        return runtime.memory.recall(
-            query,
-            limit=limit,
-            mode=mode,
-            memory_type=memory_type,
-            explain=explain,
-            include_superseded=include_superseded,
-        )
+        return runtime.memory.recall_checked(request)
 
 
 @app.command()

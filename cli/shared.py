@@ -21,6 +21,7 @@ from smriti.server.shared.client import MCP_URL, SharedPaths, http_client, servi
 
 if TYPE_CHECKING:
     from smriti.config import Settings
+    from smriti.validators import RecallRequest, StoreRequest
 
 NEEDS_THE_DATABASE = (
     "the shared Smriti server holds this memory open ({socket}); `smriti {command}` needs the "
@@ -71,6 +72,14 @@ class SharedMemory:
             "include_superseded": include_superseded,
         }
         return self._tool("smriti_recall", arguments)
+
+    # The CLI checked these where they entered; the server checks them again at its own tool
+    # boundary, since a server takes no other process's word for its input.
+    def store_checked(self, request: StoreRequest) -> dict[str, Any]:
+        return self._tool("smriti_store", {key: value for key, value in request.items() if value != ""})
+
+    def recall_checked(self, request: RecallRequest) -> dict[str, Any]:
+        return self._tool("smriti_recall", dict(request))
 
     def forget(self, memory_id: str) -> dict[str, Any]:
         done = self._tool("smriti_manage", {"action": "forget", "memory_id": memory_id})

@@ -19,7 +19,7 @@ turn before, the photo the next turn talks about. :func:`conversation_context` l
 candidates pass relevance to their neighbours:
 
     context(n) = max over the top ``CONTEXT_SEEDS`` candidates p next to n of
-                 relevance(p) * strength(p, n) * CONTEXT_WEIGHT
+                 relevance(p) * strength(p, n) * CONTEXT_WEIGHT * (CONTEXT_BACKWARD if n is before p)
     relevance'(n) = max(relevance(n), context(n))
 
 One store read for the edges and one for the neighbours not yet candidates, whatever the size
@@ -33,15 +33,15 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from smriti.nodes.pagerank import spread
-from smriti.nodes.scoring import episode_evidence, episode_of, episode_relevance, hop_relevance
-from smriti.nodes.search import (
+from smriti.nodes.candidates import (
     best_with_ties,
     fill_similarity,
     load_candidates,
     query_vector,
     score_relevance,
 )
+from smriti.nodes.pagerank import spread
+from smriti.nodes.scoring import episode_evidence, episode_of, episode_relevance, hop_relevance
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.stores.base import Association
 
@@ -93,21 +93,25 @@ def activate(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, A
 
 # ----------------------------------------------------------------------------- conversation_context
 def context_relevance(
-    seeds: Mapping[str, float], edges: Iterable[Association], weight: float
+    seeds: Mapping[str, float], edges: Iterable[Association], weight: float, backward: float = 1.0
 ) -> dict[str, tuple[float, str]]:
     """Neighbour id -> (relevance passed on, the seed it came from), the best seed per neighbour.
 
-    passed = relevance(seed) * strength * ``weight``, over ``same_source`` edges touching a seed
-    (either direction); ties go to the smaller seed id so the result never depends on order.
+    passed = relevance(seed) * strength * ``weight``, times ``backward`` for the turn before the
+    seed (a ``same_source`` edge runs from the later memory to the earlier one): an answer
+    follows its question, so the turn after a relevant one is the likelier evidence. Over
+    ``same_source`` edges touching a seed; ties go to the smaller seed id so the result never
+    depends on order.
     """
     passed: dict[str, tuple[float, str]] = {}
     for edge in edges:
         if edge.relation_type != CONTEXT_TYPE:
             continue
-        for here, there in ((edge.source_id, edge.target_id), (edge.target_id, edge.source_id)):
+        later, earlier = edge.source_id, edge.target_id
+        for here, there, factor in ((earlier, later, 1.0), (later, earlier, backward)):
             if here not in seeds or there == here:
                 continue
-            value = seeds[here] * edge.strength * weight
+            value = seeds[here] * edge.strength * weight * factor
             best = passed.get(there)
             if best is None or value > best[0] or (value == best[0] and here < best[1]):
                 passed[there] = (value, here)
@@ -124,7 +128,8 @@ def conversation_context(state: RecallState, runtime: Runtime[MemoryContext]) ->
         return {"_notes": "conversation context off" if candidates else "no candidates"}
     top = best_with_ties(candidates, settings.context_seeds)
     seeds = {c.id: c.relevance for c in top}
-    passed = context_relevance(seeds, context.store.neighbours(sorted(seeds)), settings.context_weight)
+    edges = context.store.neighbours(sorted(seeds))
+    passed = context_relevance(seeds, edges, settings.context_weight, settings.context_backward)
     by_id = {c.id: c for c in candidates}
     missing = sorted(n for n in passed if n not in by_id)
     query = query_vector(state)

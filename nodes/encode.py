@@ -11,28 +11,25 @@ from langgraph.runtime import Runtime
 from smriti.errors import InvalidInput
 from smriti.nodes.state import MemoryContext, StoreState, traced
 from smriti.stores.base import Engram, StoreError
-from smriti.validators import check_content, check_importance, check_occurred_at, normalise_tags
+from smriti.validators import check_store
+
+# What a caller may give the store graph to check (validators.check_store's arguments).
+STORE_ARGUMENTS = ("content", "importance", "tags", "source", "occurred_at", "supersedes")
 
 
 @traced("validate")
 def validate_store(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """Check the memory before anything is written: content, importance, tags, source, occurred_at."""
-    settings = runtime.context.settings
-    source = state.get("source") or ""
-    if not isinstance(source, str):
-        raise InvalidInput("source must be a string")
+    """Check the memory before anything is written (``validators.check_store``), unless its caller
+    already did (``checked``: the MCP tools, the CLI, ``Memory``); ``supersedes`` is checked here
+    in both cases, since its rule reads the store."""
     from smriti.nodes.supersede import check_supersedes
 
-    occurred = check_occurred_at(state.get("occurred_at"))
-    return {
-        "content": check_content(state.get("content"), settings.max_content_chars),
-        "importance": check_importance(state.get("importance", 0.5)),
-        "tags": normalise_tags(state.get("tags", "")),
-        "source": source.strip(),
-        "occurred_at": occurred.isoformat() if occurred else "",
-        "supersedes": check_supersedes(runtime.context.store, state.get("supersedes")),
-        "_notes": "input accepted",
-    }
+    request: dict[str, Any] = {}
+    if not state.get("checked"):
+        raw = {key: state[key] for key in STORE_ARGUMENTS if key in state}  # type: ignore[literal-required]
+        request = dict(check_store(max_chars=runtime.context.settings.max_content_chars, **raw))
+    supersedes = check_supersedes(runtime.context.store, request.get("supersedes", state.get("supersedes")))
+    return {**request, "supersedes": supersedes, "_notes": "input accepted"}
 
 
 @traced("analyze")

@@ -215,6 +215,10 @@ def _land(context: MemoryContext, engram: Engram, analysis: Enrichment, shown: s
     doc), then its cues and relations, relinked."""
     store = context.store
     data = analysis.model_dump()
+    # The model's types replace those its cues were created with (the heuristic's, or another
+    # memory's analysis): a stored cue keeps its type on upsert, so the first writer's guess
+    # ("database-engineer": technology) would otherwise outlive the model's answer (agent).
+    model_types = {cue["name"]: cue["type"] for cue in data["cues"]}
     if not data["cues"]:  # an empty answer is useless for recall: keep the offline cues
         from smriti.providers import heuristic
 
@@ -224,6 +228,7 @@ def _land(context: MemoryContext, engram: Engram, analysis: Enrichment, shown: s
         data["cues"].append({"name": moment.date().isoformat(), "type": "time"})
     store.take_back_links(engram.id)
     write_links(store, engram.id, data, engram.tags)
+    store.set_cue_types(model_types)
     fields: dict[str, Any] = {
         "summary": data["summary"] or engram.summary,
         "memory_type": data["memory_type"],

@@ -33,3 +33,41 @@ def manage_indexes(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> 
     remember_index_state(context, indexes)
     built = ", ".join(f"{name}={'yes' if ready else 'no'}" for name, ready in indexes.items()) or "none"
     return {"report": {"indexes": indexes}, "_notes": f"threshold {threshold}: {built}"}
+
+
+# Cue names embedded per call of the embedder, and per write.
+CUE_EMBED_CHUNK = 256
+
+
+@traced("embed_cues")
+def embed_cues(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Embed the names of cues that have no embedding yet, at most CUE_EMBED_BATCH per run.
+
+    The store pipeline does not embed cue names: that would cost a store one more embedding
+    call (an HTTP round trip, or ~40 ms of the local MiniLM) for cues that are mostly known
+    already. Cue embeddings serve alias matching at recall (``stores/aliases.py``), where a
+    cue consolidation has not reached yet is still matched exactly. A failing embedder is
+    reported, not raised: the rest of consolidation has already run, and the next run retries.
+    """
+    context = runtime.context
+    budget = context.settings.cue_embed_batch
+    embedded = 0
+    while embedded < budget:
+        cues = context.store.cues_without_embedding(min(CUE_EMBED_CHUNK, budget - embedded))
+        if not cues:
+            break
+        try:
+            vectors = context.embedder.embed_documents([cue.name for cue in cues])
+        except Exception as error:  # the endpoint's failure, whatever its type
+            note = f"embedding cue names failed ({type(error).__name__}: {error}); {embedded} embedded"
+            return {"report": {"cue_embeddings": {"embedded": embedded, "error": note}}, "_notes": note}
+        with context.write_lock:
+            context.store.set_cue_embeddings(
+                {cue.id: [float(x) for x in vector] for cue, vector in zip(cues, vectors, strict=True)}
+            )
+        embedded += len(cues)
+    if embedded and (index := context.cache.get("aliases")) is not None:
+        index.invalidate()
+    left = bool(context.store.cues_without_embedding(1)) if embedded >= budget else False
+    note = f"{embedded} cue name(s) embedded" + ("; more next run" if left else "")
+    return {"report": {"cue_embeddings": {"embedded": embedded, "more": left}}, "_notes": note}

@@ -45,8 +45,8 @@ import numpy as np
 from langgraph.runtime import Runtime
 
 from smriti.errors import ProviderError
-from smriti.nodes.relations import MAX_PATHS, by_entity, entity_relations, relation_entry
-from smriti.nodes.scoring import idf, shortlist
+from smriti.nodes.graph_relations import MAX_PATHS, by_entity, entity_relations, relation_entry
+from smriti.nodes.scoring import MAX_HUB_SHARE, idf, shortlist
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.nodes.textsim import candidate_similarity
 from smriti.stores.base import NO_CLUSTER, normalise_cue_name
@@ -219,8 +219,8 @@ def find_seed_cluster(state: RecallState, runtime: Runtime[MemoryContext]) -> di
 # ----------------------------------------------------------------------------- Memory Fabric stages
 # Entity cue types: keywords and tags are words, not things results can share.
 ENTITY_FREE_TYPES = frozenset({"keyword", "tag"})
-# Entities encoding more than this share of all memories are too common to cross-reference.
-MAX_SHARED_SHARE = 0.1
+# Entities encoding more than this share of all memories (hubs) are too common to cross-reference.
+MAX_SHARED_SHARE = MAX_HUB_SHARE
 # Relations of a result's cross-referenced entities attached to it, at most (Memory Fabric step 5).
 MAX_ENTITY_RELATIONS = 5
 

@@ -26,21 +26,17 @@ the graph ranks below the direct hits it explains unless it matches the query it
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph.runtime import Runtime
 
-from smriti.nodes.search import fill_similarity, load_candidates, query_vector, score_relevance
+from smriti.nodes.candidates import fill_similarity, load_candidates, query_vector, score_relevance
+from smriti.nodes.graph_relations import MAX_PATHS
+from smriti.nodes.scoring import hub_ceiling
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.stores.base import GraphStore, Relation, normalise_cue_name
-
-# Paths kept per result: one explains it; a few show it was reached several ways.
-MAX_PATHS = 3
-# Entities encoding more than this share of all memories are hubs, not followed (as the
-# cross-reference boost's MAX_SHARED_SHARE).
-MAX_HUB_SHARE = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,11 +141,6 @@ def traverse(
     return Reached(facts, entities, edges)
 
 
-def hub_ceiling(store: GraphStore) -> int:
-    """The most memories an entity may encode and still be followed: max(2, MAX_HUB_SHARE x all)."""
-    return max(2, int(MAX_HUB_SHARE * store.count_engrams()))
-
-
 def not_hubs(store: GraphStore, names: Sequence[str], ceiling: int) -> list[str]:
     """``names`` without the entities that encode more than ``ceiling`` memories (one read)."""
     counts = store.cue_engram_counts(names)
@@ -197,7 +188,7 @@ def relation_traverse(state: RecallState, runtime: Runtime[MemoryContext]) -> di
         settings.relation_depth,
         settings.relation_max_edges,
         settings.relation_seeds,
-        ceiling := hub_ceiling(context.store),
+        ceiling := hub_ceiling(context.store.count_engrams()),
     )
     # 2. Memories encoded by the reached entities (not the seeds: cue traversal found those; not
     # the hubs: any ten of a speaker's turns explain nothing).
@@ -244,45 +235,3 @@ def relation_traverse(state: RecallState, runtime: Runtime[MemoryContext]) -> di
             f"{len(new)} memories added, {len(updated)} explained"
         ),
     }
-
-
-def relation_entry(relation: Relation, kind: str, **extra: str) -> dict[str, Any]:
-    """A ``graph_relations`` entry: ``{from, relation, to, kind}`` (+ ``extra`` keys)."""
-    entry = {"from": relation.source, "relation": relation.relation, "to": relation.target, "kind": kind}
-    return {**entry, **extra}
-
-
-def by_entity(relations: Sequence[Relation]) -> dict[str, list[Relation]]:
-    """``relations`` under each of their two ends, in the given order (an edge between two
-    entities is listed under both)."""
-    index: dict[str, list[Relation]] = {}
-    for relation in relations:
-        index.setdefault(relation.source, []).append(relation)
-        if relation.target != relation.source:
-            index.setdefault(relation.target, []).append(relation)
-    return index
-
-
-def entity_relations(
-    cross_references: Sequence[str],
-    own_ids: Iterable[str],
-    index: Mapping[str, Sequence[Relation]],
-    limit: int,
-) -> list[dict[str, Any]]:
-    """The graph relations of a result's cross-referenced entities, recorded by other memories.
-
-    Memory Fabric step 5 adds "the graph relations" of the entities that appear elsewhere in
-    the graph to the result: what the rest of the memory says about them. Of the relations in
-    ``index`` (see :func:`by_entity`, built once from the newest edges) under one of
-    ``cross_references`` and recorded by a memory outside ``own_ids`` (its own are listed as
-    kind ``own``): the newest ``limit``, each as kind ``entity`` naming the shared ``entity``
-    and the ``memory`` that recorded it.
-    """
-    own = set(own_ids)
-    chosen: dict[Relation, str] = {}  # relation -> the shared entity it was found under
-    for entity in cross_references:
-        fresh = [r for r in index.get(entity, ()) if r.engram_id not in own and r not in chosen]
-        for relation in fresh[:limit]:  # no entity needs more than the limit
-            chosen[relation] = entity
-    newest = sorted(chosen, key=lambda r: r.created_at, reverse=True)[:limit]
-    return [relation_entry(r, "entity", entity=chosen[r], memory=r.engram_id) for r in newest]

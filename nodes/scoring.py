@@ -94,6 +94,17 @@ def recency(moment: datetime, now: datetime, half_life_days: float) -> float:
     return 0.5 ** (days / half_life_days)
 
 
+# Entities encoding more than this share of all memories are hubs (a conversation's speakers,
+# the user's own name): they say nothing of which memory is meant. Relation traversal does not
+# follow them, and the query's embedding leaves their names out.
+MAX_HUB_SHARE = 0.1
+
+
+def hub_ceiling(total: int) -> int:
+    """The most memories an entity may encode and not be a hub: max(2, MAX_HUB_SHARE x total)."""
+    return max(2, int(MAX_HUB_SHARE * total))
+
+
 def idf(document_frequency: int, total_documents: int) -> float:
     """Smoothed inverse document frequency: ln(1 + (N - df + 0.5) / (df + 0.5)), as in BM25."""
     return math.log(1 + (total_documents - document_frequency + 0.5) / (document_frequency + 0.5))

@@ -5,27 +5,34 @@ validate routes by mode: ``list`` ends here with the most recently accessed memo
 :func:`cue_traverse`, :func:`vector_search` and :func:`fulltext_search` in parallel. Each
 branch writes its signals into ``hits`` (merged per engram id); :func:`gather` loads them as
 candidates and fuses their signals into one relevance (the formula is ``nodes/scoring.py``'s).
-The helpers after the branches (query_vector, fill_similarity, score_relevance,
-best_with_ties) are used again by the later steps that add candidates.
+The helpers that load and score candidates (load_candidates, query_vector, fill_similarity,
+score_relevance, best_with_ties) are ``nodes/candidates.py``'s: the later steps that add
+candidates use them too.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
 from langgraph.runtime import Runtime
 
-from smriti.errors import InvalidInput
-from smriti.nodes.scoring import DEFAULT_FUSION, Fusion, cosine, cue_score, fused_relevance, idf, recency
+from smriti.nodes.candidates import SIGNALS, fill_similarity, load_candidates, query_vector, score_relevance
+from smriti.nodes.scoring import cue_score, hub_ceiling, idf, recency
 from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState, trace_scores, traced
+from smriti.stores.aliases import AliasIndex
 from smriti.stores.base import normalise_cue_name
 from smriti.text import light_stem
-from smriti.validators import check_limit, check_memory_type, check_mode
+from smriti.validators import check_recall
 
-# The candidate attribute behind each fused branch (the keys of scoring.FUSION_WEIGHTS).
-SIGNALS = {"similarity": "similarity", "text": "text_score", "cue": "cue_score", "graph": "graph_score"}
+# What a caller may give the recall graph (validators.check_recall's arguments).
+RECALL_ARGUMENTS = ("query", "limit", "mode", "memory_type", "explain", "include_superseded")
+
+
+# Keyword hits scoring below this share of the best one are not hits (scores are normalised
+# to the best, so this is relative): see fulltext_search.
+TEXT_MIN_SHARE = 0.05
 
 
 def candidate_pool(limit: int) -> int:
@@ -33,36 +40,18 @@ def candidate_pool(limit: int) -> int:
     return max(4 * limit, 50)
 
 
-def load_candidates(
-    context: MemoryContext, ids: list[str], hits: dict[str, Hit], memory_type: str | None
-) -> list[Candidate]:
-    """Engrams with their cues as candidates (embeddings as float32 arrays), dropping other
-    memory types."""
-    return [
-        Candidate.from_engram(row.engram, row.cues, hits.get(row.engram.id), row.vector)
-        for row in context.store.recall_rows(ids)
-        if memory_type is None or row.engram.memory_type == memory_type
-    ]
-
-
 @traced("validate")
 def validate_recall(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """Check the request before anything is read; an empty query becomes mode ``list``."""
-    settings = runtime.context.settings
-    query = state.get("query") or ""
-    if not isinstance(query, str):
-        raise InvalidInput("query must be a string")
-    mode = check_mode(state.get("mode"))
-    if not query.strip() and mode != "list":
-        mode = "list"  # an empty query returns recent memories (Memory Fabric: "empty query")
-    return {
-        "query": query.strip(),
-        "mode": mode,
-        "limit": check_limit(state.get("limit", 5), settings.memory_fabric_max_results),
-        "memory_type": check_memory_type(state.get("memory_type")),
-        "explain": bool(state.get("explain", False)),
-        "_notes": f"mode={mode}",
-    }
+    """Check the request before anything is read (``validators.check_recall``), unless its caller
+    already did (``checked``: the MCP tools, the CLI, ``Memory``); an empty query is mode ``list``."""
+    if state.get("checked"):
+        request: dict[str, Any] = {}
+        mode = state["mode"]
+    else:
+        raw = {key: state[key] for key in RECALL_ARGUMENTS if key in state}  # type: ignore[literal-required]
+        request = dict(check_recall(max_results=runtime.context.settings.memory_fabric_max_results, **raw))
+        mode = request["mode"]
+    return {**request, "_notes": f"mode={mode}"}
 
 
 @traced("list_recent")
@@ -112,19 +101,91 @@ def cue_forms(cues: Sequence[str]) -> dict[str, str]:
     return forms
 
 
+def alias_index(context: MemoryContext) -> AliasIndex:
+    """This context's copy of the stored cue embeddings (made at first use)."""
+    index = context.cache.get("aliases")
+    if index is None:
+        index = context.cache["aliases"] = AliasIndex(
+            context.store, context.settings.cue_alias_refresh_seconds
+        )
+    return index
+
+
+def find_aliases(context: MemoryContext, cues: Sequence[str], hubs: set[str]) -> dict[str, str]:
+    """Stored cue -> the query cue it is an alias of (``stores/aliases.py``); hubs have none."""
+    settings = context.settings
+    if settings.cue_alias_similarity <= 0 or settings.cue_alias_max <= 0:
+        return {}
+    wanted = [cue for cue in cues if cue not in hubs]
+    found = alias_index(context).aliases(
+        wanted, context.embedder.embed_documents, settings.cue_alias_similarity, settings.cue_alias_max
+    )
+    aliases: dict[str, str] = {}
+    for cue in wanted:  # the query's order: an alias of two query cues counts for the first
+        for name, _ in found.get(cue, []):
+            if name not in cues:
+                aliases.setdefault(name, cue)
+    return aliases
+
+
+def without_names(query: str, names: Iterable[str]) -> str:
+    """``query`` without these names (whole words, any case, with a possessive ``'s``); the
+    query itself when fewer than two words would be left."""
+    stripped = query
+    for name in names:
+        stripped = re.sub(rf"(?i)\b{re.escape(name)}(?:['’]s)?\b", " ", stripped)
+    stripped = " ".join(stripped.split())
+    return stripped if len(stripped.split()) >= 2 else query
+
+
+@traced("recognise")
+def recognise(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """What the graph knows of the query's cues, read once for the branches after it: how many
+    memories each encodes (their idf), which are hubs, and the stored cues that are aliases."""
+    context = runtime.context
+    store = context.store
+    parsed = state.get("parsed", {})
+    forms = cue_forms(list(dict.fromkeys(parsed.get("cues", []))))
+    hints = {normalise_cue_name(hint): hint for hint in parsed.get("entity_hints", [])}
+    hints.pop("", None)
+    counts = store.cue_engram_counts([*forms, *hints])
+    total = max(store.count_engrams(), 1)
+    ceiling = hub_ceiling(total)
+    hubs = sorted(name for name in {*forms.values(), *hints} if counts.get(name, 0) > ceiling)
+    aliases = find_aliases(context, list(dict.fromkeys(forms.values())), set(hubs))
+    if aliases:
+        counts |= store.cue_engram_counts(list(aliases))
+    hub_names = [hints[name] for name in hubs if name in hints]
+    return {
+        "recognised": {
+            "forms": forms | {alias: forms.get(cue, cue) for alias, cue in aliases.items()},
+            "counts": counts,
+            "total": total,
+            "hubs": hubs,
+            "aliases": aliases,
+            "embedded_query": without_names(state["query"], hub_names)
+            if context.settings.query_hub_names
+            else state["query"],
+        },
+        "_notes": f"hubs={hubs} aliases={aliases}",
+    }
+
+
 @traced("cue_traverse")
 def cue_traverse(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """Engrams encoded by the query's cues, scored by the idf-weighted share of cues matched."""
+    """Engrams encoded by the query's cues or their aliases, scored by the idf-weighted share of
+    the query's cues matched (an alias or a stem counts as the cue it stands for)."""
     store = runtime.context.store
-    forms = cue_forms(list(dict.fromkeys(state.get("parsed", {}).get("cues", []))))
+    recognised = state.get("recognised", {})
+    forms: dict[str, str] = recognised.get("forms", {})
     cues = list(dict.fromkeys(forms.values()))
     if not cues:
         return {"_notes": "no cues in the query"}
-    found = store.cue_engram_counts(list(forms))
     counts: dict[str, int] = {}
-    for form, count in found.items():
-        counts[forms[form]] = counts.get(forms[form], 0) + count
-    total = max(store.count_engrams(), 1)
+    for form, count in recognised.get("counts", {}).items():
+        if form in forms:
+            counts[forms[form]] = counts.get(forms[form], 0) + count
+    total = recognised.get("total", 1)
     weights = {name: idf(counts.get(name, 0), total) for name in cues}
     hits = store.engrams_by_cues(list(forms), candidate_pool(state["limit"]))
     scored: dict[str, Hit] = {}
@@ -148,7 +209,9 @@ def vector_search(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[s
     """Cosine similarity over engram embeddings (HNSW index when built, else brute force)."""
     context = runtime.context
     # An embedding endpoint failure propagates: it is the caller's error to report.
-    embedding = list(context.embedder.embed_query(state["query"]))
+    # Recall embeds the query without hub names (recognise); search mode, the query as given.
+    text = state.get("recognised", {}).get("embedded_query") or state["query"]
+    embedding = list(context.embedder.embed_query(text))
     floor = context.settings.vector_min_similarity
     # Search mode ranks by similarity alone, so the top ``limit`` is all it needs; recall
     # fuses branches and expands, so it takes a deeper pool.
@@ -172,9 +235,12 @@ def vector_search(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[s
 @traced("fulltext_search")
 def fulltext_search(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Keyword search (FTS index when built, else a scan); scores normalised to (0, 1]."""
-    hits = runtime.context.store.fulltext_search(
+    found = runtime.context.store.fulltext_search(
         state["query"], candidate_pool(state["limit"]), state.get("memory_type")
     )
+    # A match on words nearly every memory holds (a speaker's name) scores ~0 (FTS5 floors
+    # their idf near zero), yet rank fusion would credit it by its rank alone: rank 2 of 50.
+    hits = [h for h in found if h.score >= TEXT_MIN_SHARE]
     return {
         "hits": {h.id: {"text_score": h.score, "origins": ["fulltext"]} for h in hits},
         "_candidates": [{"id": h.id, "score": h.score} for h in hits],
@@ -183,18 +249,6 @@ def fulltext_search(state: RecallState, runtime: Runtime[MemoryContext]) -> dict
 
 
 # ----------------------------------------------------------------------------- gather
-def query_vector(state: RecallState) -> np.ndarray | None:
-    """The query embedding as a float32 array (converted once per node, not per candidate)."""
-    embedding = state.get("query_embedding")
-    return None if embedding is None else np.asarray(embedding, dtype=np.float32)
-
-
-def fill_similarity(candidate: Candidate, query_embedding: Sequence[float] | np.ndarray | None) -> None:
-    """Similarity for hits found without the vector branch, so every candidate has all signals."""
-    if query_embedding is not None and candidate.embedding is not None and "vector" not in candidate.origins:
-        candidate.similarity = max(0.0, cosine(query_embedding, candidate.embedding))
-
-
 def branch_scores(candidates: Iterable[Candidate]) -> dict[str, list[float]]:
     """Each signal's positive scores among the direct hits, best first: the ranks fusion uses."""
     candidates = list(candidates)
@@ -202,32 +256,6 @@ def branch_scores(candidates: Iterable[Candidate]) -> dict[str, list[float]]:
         branch: sorted((v for c in candidates if (v := getattr(c, attr)) > 0), reverse=True)
         for branch, attr in SIGNALS.items()
     }
-
-
-def score_relevance(
-    candidate: Candidate, ranked: dict[str, list[float]], mode: str, fusion: Fusion = DEFAULT_FUSION
-) -> None:
-    """Relevance: the similarity in search mode, else the fusion of the branch signals (ranks and scores)."""
-    if mode == "search":
-        candidate.relevance = candidate.similarity
-        return
-    signals = {branch: getattr(candidate, attr) for branch, attr in SIGNALS.items()}
-    candidate.relevance, candidate.ranks = fused_relevance(signals, ranked, fusion)
-
-
-def best_with_ties(candidates: Sequence[Candidate], n: int) -> list[Candidate]:
-    """The ``n`` most relevant candidates, and every other as relevant as the ``n``-th.
-
-    Which of several equally relevant candidates made a cut would otherwise depend on their
-    ids (random), and a stage seeded by them would rank the same memories differently per store.
-    """
-    ordered = sorted(candidates, key=lambda c: (-c.relevance, c.id))
-    if n <= 0:
-        return []
-    if len(ordered) <= n:
-        return ordered
-    floor = ordered[n - 1].relevance
-    return [c for c in ordered if c.relevance >= floor]
 
 
 @traced("gather")

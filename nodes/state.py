@@ -336,6 +336,7 @@ class StoreInput(TypedDict):
     created_at: NotRequired[str]  # ISO time of the memory (imports, benchmarks); default now
     occurred_at: NotRequired[str]  # ISO time of the event remembered; stored as the memory's time
     supersedes: NotRequired[str]  # id of an older memory this one corrects (nodes/refine.py, nodes/rank.py)
+    checked: NotRequired[bool]  # the caller applied validators.check_store: validate does not again
 
 
 class StoreOutput(TypedDict):
@@ -373,6 +374,7 @@ class RecallInput(TypedDict):
     memory_type: NotRequired[str | None]
     explain: NotRequired[bool]
     include_superseded: NotRequired[bool]  # superseded memories too, demoted (nodes/refine.py, nodes/rank.py)
+    checked: NotRequired[bool]  # the caller applied validators.check_recall: validate does not again
 
 
 class RecallOutput(TypedDict):
@@ -382,6 +384,7 @@ class RecallOutput(TypedDict):
 
 class RecallState(RecallInput, total=False):
     parsed: dict[str, Any]  # cues, entity_hints, intent, keywords
+    recognised: dict[str, Any]  # the query's cues in the graph: counts, total, hubs, aliases
     query_embedding: list[float]
     hits: Annotated[dict[str, Hit], merge_hits]  # engram id -> signals, merged across branches
     candidates: list[Candidate]  # after gather, best relevance first; hops appended

@@ -1,4 +1,5 @@
-"""The consolidate graph: repair > decay > prune > strengthen > orphans > recluster > indexes.
+"""The consolidate graph: repair > decay > prune > strengthen > orphans > recluster > indexes >
+embed_cues.
 
 A straight chain: each step reads the store afresh, so the graph can be stopped between
 any two steps (``interrupt_before`` with a checkpointer) and resumed later. The run's
@@ -14,12 +15,12 @@ from langgraph.graph import END, START, StateGraph
 
 from smriti.nodes.cluster import recluster
 from smriti.nodes.decay import decay, orphans, prune, strengthen
-from smriti.nodes.index import manage_indexes
+from smriti.nodes.index import embed_cues, manage_indexes
 from smriti.nodes.repair import repair
 from smriti.nodes.state import ConsolidateInput, ConsolidateOutput, ConsolidateState, MemoryContext
 
-STEPS = ["repair", "decay", "prune", "strengthen", "orphans", "recluster", "indexes"]
-_NODES = [repair, decay, prune, strengthen, orphans, recluster, manage_indexes]
+STEPS = ["repair", "decay", "prune", "strengthen", "orphans", "recluster", "indexes", "embed_cues"]
+_NODES = [repair, decay, prune, strengthen, orphans, recluster, manage_indexes, embed_cues]
 
 
 def build_consolidate_graph(checkpointer: Any = None, interrupt_before: list[str] | None = None):

@@ -3,9 +3,10 @@
 ```
 validate ─┬─ list ──> list_recent ──────────────────────────────────────────────> format
           ├─ search > vector_only > gather ─────────> current_only > score > ... > format
-          └─ recall > parse_query ┬ cue_traverse ─┐
-                                  ├ vector_search ┼> gather > activate > conversation_context
-                                  └ fulltext ─────┘
+          └─ recall > parse_query > recognise ┬ cue_traverse ─┐
+                                              ├ vector_search ┼> gather > activate
+                                              └ fulltext ─────┘
+    activate > conversation_context
     conversation_context > multi_hop > relation_traverse > focus > rerank > current_only
     current_only > seed_cluster > shortlist > dedupe > cross_reference > score
     score > demote_superseded > reinforce > format
@@ -20,9 +21,12 @@ consecutive steps, so no module is opened twice (``tests/test_recall_layout.py``
 
 1. ``nodes/state.py``: the RecallState channels, the typed :class:`Candidate`, the
    MemoryContext (with its scoring profile) and the trace decorator.
-2. ``nodes/search.py``: validate (checks from ``validators.py``), list_recent, parse_query,
-   cue_traverse, vector_search (also vector_only), fulltext_search, gather (rank fusion into
-   candidates; the formulas of fusion and of the final score are in ``nodes/scoring.py``).
+2. ``nodes/search.py``: validate (``validators.check_recall``, unless the caller checked the
+   request where it entered), list_recent, parse_query, recognise (the query's cues in the graph:
+   idf, hubs, aliases from ``stores/aliases.py``), cue_traverse, vector_search (also
+   vector_only), fulltext_search, gather (rank fusion into candidates; the formulas of fusion
+   and of the final score are in ``nodes/scoring.py``, the helpers that load and score
+   candidates for every step that adds some in ``nodes/candidates.py``).
 3. ``nodes/associate.py``: activate (spreading activation, off by default; its engine is
    ``nodes/pagerank.py``), conversation_context, multi_hop.
 4. ``nodes/relations.py``: relation_traverse (the Memory Fabric traversal entity -> relation ->
@@ -60,6 +64,7 @@ from smriti.nodes.search import (
     fulltext_search,
     gather,
     list_recent,
+    recognise,
     validate_recall,
     vector_search,
 )
@@ -95,6 +100,7 @@ def build_recall_graph(
     builder.add_node("list_recent", list_recent)
     builder.add_node("vector_only", vector_search)
     builder.add_node("parse_query", extract_query_cues)
+    builder.add_node("recognise", recognise)
     builder.add_node("cue_traverse", cue_traverse)
     builder.add_node("vector_search", vector_search)
     builder.add_node("fulltext_search", fulltext_search)
@@ -121,8 +127,9 @@ def build_recall_graph(
     builder.add_conditional_edges("validate", _route_mode, ["list_recent", "vector_only", "parse_query"])
     builder.add_edge("list_recent", "format")
     builder.add_edge("vector_only", "gather")
+    builder.add_edge("parse_query", "recognise")
     for branch in DIRECT_BRANCHES:
-        builder.add_edge("parse_query", branch)
+        builder.add_edge("recognise", branch)
     builder.add_edge(DIRECT_BRANCHES, "gather")
     builder.add_conditional_edges("gather", _after_gather, ["current_only", "activate"])
     builder.add_edge("activate", "conversation_context")

@@ -11,10 +11,13 @@ Decisions worth knowing:
 
 * Tools are module-level functions on a typed lifespan context (``Context[Runtime, Any]``),
   as in the SDK's examples; ``build_server`` only wires the lifespan and registers them.
-* Every tool validates its arguments before touching the store (the same validators the
-  pipelines use, so messages match the CLI). A :class:`~smriti.errors.SmritiError` becomes a
-  tool error worded for people; any other exception is logged with its traceback and
-  returned as a tool error too, so a failing model or backend never takes the server down.
+* Every tool checks its arguments once, at the tool boundary, before touching the store
+  (``validators.check_store``/``check_recall``, so messages match the CLI) and hands the
+  checked request on (``Memory.store_checked``/``recall_checked``): the graph does not check
+  it again. The signatures declare types only; the schema advertises the rules. A
+  :class:`~smriti.errors.SmritiError` becomes a tool error worded for people; any other
+  exception is logged with its traceback and returned as a tool error too, so a failing
+  model or backend never takes the server down.
 * Memory methods are synchronous (embedded databases, LangGraph ``invoke``): they run in a
   worker thread so the event loop keeps answering other requests.
 * Results carry ``structured_content`` (validated against the advertised output schema)
@@ -64,17 +67,15 @@ from smriti.server.schemas import (
 from smriti.server.subscriptions import register_classic_surface
 from smriti.server.tool_errors import SmritiServer
 from smriti.server.users import UserRuntimes
+from smriti.stores.base import MEMORY_TYPES
 from smriti.validators import (
-    MemoryType,
-    check_content,
-    check_importance,
-    check_limit,
-    check_memory_type,
-    check_mode,
-    check_occurred_at,
+    RECALL_MODES,
+    check_recall,
+    check_store,
+    choice_schema,
+    importance_schema,
     limit_schema,
 )
-from smriti.validators import RecallMode as Mode
 
 logger = logging.getLogger("smriti.server")
 
@@ -152,9 +153,9 @@ def public_failure(what: str, error: Exception) -> str:
     return without_paths(f"{what} failed: {detail}")
 
 
-def _check[T](check: Callable[..., T], *args: Any) -> T:
+def _check[T](check: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
-        return check(*args)
+        return check(*args, **kwargs)
     except UserError as error:
         raise ToolError(without_paths(str(error))) from None
 
@@ -178,10 +179,13 @@ async def memories_changed(ctx: ToolContext) -> None:
     await runtimes.subscribers.notify(runtimes.user_key(ctx.request_context.request), MEMORY_RESOURCES)
 
 
+# The tool signatures declare types only; the rules are validators.check_store/check_recall,
+# applied once below (and advertised in the schema by _advertise_rules), so no rule is checked
+# twice on the MCP path and the words of an error are the same as the CLI's.
 async def smriti_store(
     ctx: ToolContext,
     content: Annotated[str, Field(description="The memory, as self-contained sentences")],
-    importance: Annotated[float, Field(ge=0.0, le=1.0, description="0.0-1.0; 0.8+ is never pruned")] = 0.5,
+    importance: Annotated[float, Field(description="0.0-1.0; 0.8+ is never pruned")] = 0.5,
     tags: Annotated[str, Field(description="Comma-separated labels")] = "",
     source: Annotated[str, Field(description="Origin label, e.g. meeting-notes")] = "",
     occurred_at: Annotated[
@@ -194,19 +198,17 @@ async def smriti_store(
     ] = "",
 ) -> Annotated[CallToolResult, StoreResult]:
     async with _runtime(ctx) as runtime:
-        _check(check_content, content, runtime.settings.max_content_chars)
-        _check(check_importance, importance)
-        when = _check(check_occurred_at, occurred_at)
-        stored = await _call(
-            "store",
-            runtime.memory.store,
+        request = _check(
+            check_store,
             content,
+            max_chars=runtime.settings.max_content_chars,
             importance=importance,
             tags=tags,
             source=source,
-            occurred_at=when,
+            occurred_at=occurred_at,
             supersedes=supersedes,
         )
+        stored = await _call("store", runtime.memory.store_checked, request)
         payload = {key: stored[key] for key in ("id", "memory_type", "cues", "cluster_id", "deduplicated")}
         # A near-duplicate ends the store before these steps: it superseded nothing, queued nothing.
         payload["superseded"] = list(stored.get("superseded", []))
@@ -221,33 +223,28 @@ async def smriti_store(
 async def smriti_recall(
     ctx: ToolContext,
     query: Annotated[str, Field(description="Natural-language question or keywords")] = "",
-    # No bounds here: build_server writes the schema's from the settings (validators.limit_schema),
-    # and check_limit below enforces the same ones, in plain words.
     limit: Annotated[int, Field(description="Maximum number of results")] = 5,
     mode: Annotated[
-        Mode, Field(description="recall (deep), search (vector only) or list (recent)")
+        str, Field(description="recall (deep), search (vector only) or list (recent)")
     ] = "recall",
-    memory_type: Annotated[MemoryType | None, Field(description="Filter: only memories of this type")] = None,
+    memory_type: Annotated[str | None, Field(description="Filter: only memories of this type")] = None,
     explain: Annotated[bool, Field(description="Add the per-step trace and score components")] = False,
     include_superseded: Annotated[
         bool, Field(description="Also return memories a newer one corrected (ranked below, marked)")
     ] = False,
 ) -> Annotated[CallToolResult, RecallResult]:
     async with _runtime(ctx) as runtime:
-        _check(check_mode, mode)
-        _check(check_limit, limit, runtime.settings.memory_fabric_max_results)
-        type_filter = _check(check_memory_type, memory_type)  # direct callers skip the schema
-        result = await _call(
-            "recall",
-            runtime.memory.recall,
+        request = _check(
+            check_recall,
             query,
+            max_results=runtime.settings.memory_fabric_max_results,
             limit=limit,
             mode=mode,
-            memory_type=type_filter,
+            memory_type=memory_type,
             explain=explain,
             include_superseded=include_superseded,
         )
-        return _result(result)
+        return _result(await _call("recall", runtime.memory.recall_checked, request))
 
 
 async def smriti_manage(
@@ -265,8 +262,6 @@ async def _manage(
 ) -> CallToolResult:
     details: dict[str, Any]
     if action == "forget":
-        if not memory_id:
-            raise ToolError("memory_id is required to forget a memory (take it from a recall result)")
         details = await _call("forget", runtime.memory.forget, memory_id)
         message = f"forgot memory {details.get('forgotten', memory_id)}"
         await memories_changed(ctx)
@@ -389,7 +384,7 @@ def build_server(
     )
     for tool, title, description, hints in TOOLS:
         server.add_tool(tool, name=tool.__name__, title=title, description=description, annotations=hints)
-    _bound_limit(server, settings.memory_fabric_max_results)
+    _advertise_rules(server, settings.memory_fabric_max_results)
     register_resources(server, lambda: opened[0].using_request(None))
     # why the private attribute: MCPServer serves neither method; the SDK points at the
     # low-level server's add_request_handler for them (mcp 2.3, server/extension.py).
@@ -398,12 +393,26 @@ def build_server(
     return server
 
 
-def _bound_limit(server: MCPServer, maximum: int) -> None:
-    """Advertise recall's ``limit`` bounds as the server enforces them (one definition)."""
+def _advertise_rules(server: MCPServer, max_results: int) -> None:
+    """Advertise the rules the tools apply (validators.py) in their input schemas: one definition,
+    and the SDK's argument model, which only checks types, never applies them a second time."""
     # why the private attribute: MCPServer has no public way to amend a registered tool's schema.
-    tool = server._tool_manager.get_tool("smriti_recall")
-    assert tool is not None
-    tool.parameters["properties"]["limit"].update(limit_schema(maximum))
+    advertised = {
+        "smriti_store": {"importance": importance_schema()},
+        "smriti_recall": {
+            "limit": limit_schema(max_results),
+            "mode": choice_schema(RECALL_MODES),
+            "memory_type": choice_schema(tuple(MEMORY_TYPES), nullable=True),
+        },
+    }
+    for name, properties in advertised.items():
+        tool = server._tool_manager.get_tool(name)
+        assert tool is not None
+        for prop, schema in properties.items():
+            described = tool.parameters["properties"][prop]
+            for key in ("type", "anyOf"):  # the declared type's schema gives way to the rule's
+                described.pop(key, None)
+            described.update(schema)
 
 
 def _open_ready(settings: Settings, user: str | None) -> Runtime:

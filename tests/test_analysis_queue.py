@@ -81,6 +81,20 @@ def test_store_does_not_wait_for_a_slow_model_and_the_analysis_lands_later(setti
         assert found["results"][0]["id"] == stored["id"]
 
 
+def test_the_models_types_replace_those_of_cues_another_memory_created(settings):
+    with (
+        OpenAIStub(lambda p: Reply(_answer(p)), dims=64) as stub,
+        Memory.open(_settings(settings, stub)) as memory,
+    ):
+        older = memory.store("pgvector benchmarks were slow on the old disks")
+        assert ("pgvector", "keyword") in _cues(memory, older["id"])  # the heuristic's guess
+        stored = memory.store(CONTENT)
+        assert memory.enrich()["ran"] == {"landed": 2}
+        # The shared cue now has the model's type, for both memories that it encodes.
+        assert ("pgvector", "technology") in _cues(memory, stored["id"])
+        assert ("pgvector", "technology") in _cues(memory, older["id"])
+
+
 def test_a_hanging_model_never_delays_a_store_and_its_job_is_retried(settings):
     with (
         OpenAIStub(lambda p: Reply(hang=True), dims=64) as stub,

@@ -65,3 +65,20 @@ def test_the_readme_walks_the_same_files_in_the_same_order(make_context):
     named = re.findall(r"`([\w/]+\.py)`", walk)
     on_the_path = [p for p in named if p in paths]
     assert on_the_path == paths, named
+
+
+def test_no_step_module_calls_into_another(make_context):
+    """Helpers shared by several steps live in a module of their own (``nodes/candidates.py``),
+    so a step module holds only its steps and a reader never jumps back into an earlier one."""
+    import ast
+
+    step_modules = set(_runs([_module_of(node) for node in _steps_of_a_recall(make_context)]))
+    root = README.parent
+    for module in sorted(step_modules):
+        path = root / (module.removeprefix("smriti.").replace(".", "/") + ".py")
+        imported = {
+            node.module
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and node.module
+        }
+        assert not (imported & step_modules - {module}), (module, imported & step_modules)

@@ -156,9 +156,9 @@ def test_trace_lists_every_node_that_ran(topic_context):
     _store(topic_context, "alpha notes")
     _, trace = _recall(topic_context, "alpha")
     ran = [t["node"] for t in trace]
-    assert ran[:2] == ["validate", "parse_query"]
-    assert set(ran[2:5]) == {"cue_traverse", "vector_search", "fulltext_search"}
-    assert ran[5:] == [
+    assert ran[:3] == ["validate", "parse_query", "recognise"]
+    assert set(ran[3:6]) == {"cue_traverse", "vector_search", "fulltext_search"}
+    assert ran[6:] == [
         "gather",
         "activate",
         "conversation_context",

@@ -270,7 +270,7 @@ def test_tool_errors_carry_no_server_paths_or_engine_internals(server_settings, 
         def recall(*_, **__):
             raise failures["smriti_recall"]
 
-        runtime.memory.store, runtime.memory.recall = store, recall
+        runtime.memory.store_checked, runtime.memory.recall_checked = store, recall  # what the tools call
         return runtime
 
     monkeypatch.setattr(server_module, "open_runtime", open_failing)

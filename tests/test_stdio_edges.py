@@ -379,7 +379,10 @@ def test_the_limit_schema_is_what_the_server_accepts_and_errors_are_plain_words(
     assert error(4, "smriti_recall", {"limit": "many"}) == "limit must be a whole number"
     assert error(5, "smriti_store", {"content": "x", "importance": "high"}) == "importance must be a number"
     assert error(6, "smriti_store", {}) == "content is required"
-    assert error(7, "smriti_recall", {"mode": "deep"}) == "mode must be one of 'recall', 'search' or 'list'"
+    assert (
+        error(7, "smriti_recall", {"mode": "deep"})
+        == "mode must be one of 'recall', 'search' or 'list', got 'deep'"
+    )
     for text in [error(8, "smriti_recall", {"limit": 20.5}), error(9, "smriti_manage", {"action": "x"})]:
         assert "pydantic" not in text and "http" not in text and "validation error" not in text, text
     assert (

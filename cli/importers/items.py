@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from smriti.stores.base import Relation
-from smriti.validators import check_content
+from smriti.validators import check_store
 
 if TYPE_CHECKING:
     from smriti.memory import Memory
@@ -28,15 +28,16 @@ def store_items(
 ) -> dict[str, int]:
     """Store each item through the store pipeline; returns counts (stored, deduplicated, relations).
 
-    Every item is checked before the first is stored (content length, emptiness), so a file
+    Every item is checked before the first is stored (validators.check_store), so a file
     with one bad item changes nothing.
     """
     limit = memory.context.settings.max_content_chars
-    for item in items:
-        check_content(item.content, limit)
+    requests = [
+        check_store(item.content, max_chars=limit, tags=item.tags, source=item.source) for item in items
+    ]
     counts = {"stored": 0, "deduplicated": 0, "relations": 0}
-    for item in items:
-        stored = memory.store(item.content, tags=item.tags, source=item.source)
+    for item, request in zip(items, requests, strict=True):
+        stored = memory.store_checked(request)
         known = bool(stored.get("deduplicated"))  # imported before: its fact is there too
         counts["deduplicated" if known else "stored"] += 1
         if item.relation is not None and not known:

@@ -6,7 +6,8 @@ only what differs, as a :class:`~smriti.stores.cypher.connection.CypherConnectio
 connection, the vector literal (FalkorDB's ``vecf32($v)``), and the vector / full-text
 index DDL and query procedures.
 
-The store is composed of collaborators, each built from explicit arguments:
+The store is composed of collaborators, each built from explicit arguments; a protocol
+method one of them carries out alone is handed to it (``handed``, ``stores/operations.py``):
 
 * :class:`~smriti.stores.cypher.connection.CypherConnection`: the database's hooks
   (:mod:`.falkordb`, :mod:`.neo4j`); :class:`~smriti.stores.cypher.connection.UserGraph`
@@ -42,14 +43,9 @@ from typing import Any
 from smriti.stores.base import (
     NO_CLUSTER,
     UPDATABLE_FIELDS,
-    Association,
     Capabilities,
-    Cue,
-    CueHit,
     Engram,
     EngramState,
-    Relation,
-    ScoredId,
     StoreBase,
     StoreStats,
     check_update,
@@ -57,6 +53,7 @@ from smriti.stores.base import (
 )
 from smriti.stores.cypher.batch import CypherGraphWrites
 from smriti.stores.cypher.connection import CypherConnection, UserGraph
+from smriti.stores.cypher.cue_fields import CypherCueFields
 from smriti.stores.cypher.export import export_records
 from smriti.stores.cypher.graph import CypherGraphReads
 from smriti.stores.cypher.rows import (
@@ -69,6 +66,7 @@ from smriti.stores.cypher.rows import (
 )
 from smriti.stores.cypher.search import CypherSearch
 from smriti.stores.migrations import MIGRATIONS_KEY, Migration, parse_applied, run_migrations
+from smriti.stores.operations import handed
 from smriti.stores.search import SEARCHED_FIELDS
 
 log = logging.getLogger(__name__)
@@ -92,6 +90,31 @@ class CypherGraphStore(StoreBase):
     # shared: several Smriti processes may serve one database (see Capabilities.shared).
     capabilities = Capabilities(vector_index=True, fulltext=True, shared=True)
 
+    # Protocol methods one collaborator carries out alone: the collaborator's own method,
+    # bound to it when read (no forwarding call; see stores/operations.py).
+    close = handed("connection", CypherConnection.close)
+    cues_of = handed("reads", CypherGraphReads.cues_of)
+    engrams_by_cues = handed("reads", CypherGraphReads.engrams_by_cues)
+    cue_engram_counts = handed("reads", CypherGraphReads.cue_engram_counts)
+    cues_without_embedding = handed("cue_fields", CypherCueFields.cues_without_embedding)
+    set_cue_embeddings = handed("cue_fields", CypherCueFields.set_cue_embeddings)
+    cue_vectors = handed("cue_fields", CypherCueFields.cue_vectors)
+    set_cue_types = handed("cue_fields", CypherCueFields.set_cue_types)
+    relations_of = handed("reads", CypherGraphReads.relations_of)
+    related_entities = handed("reads", CypherGraphReads.related_entities)
+    delete_orphan_cues = handed("reads", CypherGraphReads.delete_orphan_cues)
+    neighbours = handed("reads", CypherGraphReads.neighbours)
+    all_associations = handed("reads", CypherGraphReads.all_associations)
+    upsert_cues = handed("writes", CypherGraphWrites.upsert_cues)
+    link_cue_ids = handed("writes", CypherGraphWrites.link_cue_ids)
+    link_many = handed("writes", CypherGraphWrites.link_many)
+    add_cooccurrences = handed("writes", CypherGraphWrites.add_cooccurrences)
+    weaken_cooccurrences = handed("writes", CypherGraphWrites.weaken_cooccurrences)
+    add_relations = handed("writes", CypherGraphWrites.add_relations)
+    associate_many = handed("writes", CypherGraphWrites.associate_many)
+    vector_search = handed("search", CypherSearch.vector_search)
+    fulltext_search = handed("search", CypherSearch.fulltext_search)
+
     def __init__(self, connection: CypherConnection, *, user: str, dims: int, isolation: str) -> None:
         self.user = validate_user_name(user)
         self.dims = int(dims)
@@ -102,6 +125,7 @@ class CypherGraphStore(StoreBase):
         self.graph = UserGraph(connection, self.user, self.dims)
         self.reads = CypherGraphReads(self.graph)
         self.writes = CypherGraphWrites(self.graph)
+        self.cue_fields = CypherCueFields(self.graph)
         self.search = CypherSearch(self.graph, self.capabilities)
         self._migrate()
 
@@ -124,9 +148,6 @@ class CypherGraphStore(StoreBase):
     def run(self, query: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Run one parameterised query (no ``$user`` binding) and return its rows as dicts."""
         return self.connection.run(query, params)
-
-    def close(self) -> None:
-        self.connection.close()
 
     # -- key/value metadata -------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -307,60 +328,7 @@ class CypherGraphStore(StoreBase):
         return [row["id"] for row in rows]
 
     # -- cues, relations, associations ----------------------------------------------------------
-    def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
-        return self.reads.cues_of(engram_ids)
-
-    def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
-        return self.reads.engrams_by_cues(cue_names, limit)
-
-    def cue_engram_counts(self, cue_names: Sequence[str]) -> dict[str, int]:
-        return self.reads.cue_engram_counts(cue_names)
-
-    def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
-        return self.reads.relations_of(engram_ids)
-
-    def related_entities(self, cue_names: Sequence[str], limit: int) -> list[Relation]:
-        return self.reads.related_entities(cue_names, limit)
-
-    def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
-        return self.reads.delete_orphan_cues(names)
-
-    def neighbours(self, engram_ids: Sequence[str]) -> list[Association]:
-        return self.reads.neighbours(engram_ids)
-
-    def all_associations(self) -> list[Association]:
-        return self.reads.all_associations()
-
-    def upsert_cues(self, cues: Sequence[Cue]) -> list[Cue]:
-        return self.writes.upsert_cues(cues)
-
-    def link_cue_ids(self, engram_id: str, cue_ids: Sequence[str]) -> None:
-        self.writes.link_cue_ids(engram_id, cue_ids)
-
-    def link_many(self, links: Mapping[str, Sequence[str]]) -> None:
-        self.writes.link_many(links)
-
-    def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:
-        self.writes.add_cooccurrences(pairs, replace)
-
-    def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
-        self.writes.weaken_cooccurrences(pairs)
-
-    def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
-        self.writes.add_relations(relations, cue_type)
-
-    def associate_many(self, associations: Sequence[Association]) -> None:
-        self.writes.associate_many(associations)
-
     # -- search and maintenance -----------------------------------------------------------------
-    def vector_search(
-        self, embedding: Sequence[float], k: int, memory_type: str | None = None
-    ) -> list[ScoredId]:
-        return self.search.vector_search(embedding, k, memory_type)
-
-    def fulltext_search(self, query: str, k: int, memory_type: str | None = None) -> list[ScoredId]:
-        return self.search.fulltext_search(query, k, memory_type)
-
     def ensure_indexes(self, threshold: int) -> dict[str, bool]:
         # The store pipeline asks at every store (a shared database's indexes may change under
         # it): when they exist, skip counting the user's engrams (a scan at 100k).

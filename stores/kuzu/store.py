@@ -12,9 +12,10 @@ HNSW at that size, and exact), Kuzu's HNSW index above that once :meth:`ensure_i
 built it. Full-text uses Kuzu's FTS index when built, else a BM25 scan. LadybugDB offline
 cannot download its extensions: one warning, then the fallbacks, never an error.
 
-The store is composed of collaborators built from explicit arguments, and implements the
-protocol by delegating to them (it alone coordinates them, e.g. a new engram goes to the
-table, the search caches and the fresh-edge memo):
+The store is composed of collaborators built from explicit arguments. A protocol method one
+of them carries out alone is handed to it (``handed``, ``stores/operations.py``); the class's
+methods are those that coordinate them (e.g. a new engram goes to the table, the search caches
+and the fresh-edge memo):
 
 * :class:`~smriti.stores.kuzu.connection.Connection`: the file, queries, transactions, the lock;
 * :class:`~smriti.stores.kuzu.engrams.EngramTable` over the row cache
@@ -37,15 +38,10 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from smriti.stores.base import (
-    Association,
     Capabilities,
-    Cue,
-    CueHit,
     EmbeddingMismatchError,
     Engram,
     EngramState,
-    Relation,
-    ScoredId,
     StoreBase,
     StoreStats,
     mismatch_message,
@@ -53,17 +49,17 @@ from smriti.stores.base import (
 from smriti.stores.kuzu import schema
 from smriti.stores.kuzu.batch import GraphWrites
 from smriti.stores.kuzu.connection import Connection, locked
+from smriti.stores.kuzu.cue_fields import CueFields
 from smriti.stores.kuzu.engrams import EngramTable
 from smriti.stores.kuzu.export import export_rows
 from smriti.stores.kuzu.graph import CueMap, FreshEdges, GraphReads
 from smriti.stores.kuzu.rows import EngramRows
 from smriti.stores.kuzu.schema import BACKENDS, import_backend
 from smriti.stores.kuzu.search import SearchIndex
+from smriti.stores.operations import handed
 from smriti.stores.paths import store_path
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from smriti.config import Settings
 
 logger = logging.getLogger(__name__)
@@ -109,6 +105,36 @@ class KuzuStore(StoreBase):
         EmbeddingMismatchError: the file holds embeddings of another dimension.
     """
 
+    # Protocol methods one collaborator carries out alone: the collaborator's own method,
+    # bound to it when read (no forwarding call; see stores/operations.py).
+    get_engrams = handed("engrams", EngramTable.get)
+    cluster_ids = handed("engrams", EngramTable.cluster_ids)
+    reinforce = handed("engrams", EngramTable.reinforce)
+    list_recent = handed("engrams", EngramTable.recent)
+    count_engrams = handed("engrams", EngramTable.count)
+    cues_of = handed("reads", GraphReads.cues_of)
+    engrams_by_cues = handed("reads", GraphReads.engrams_by_cues)
+    cue_engram_counts = handed("reads", GraphReads.cue_engram_counts)
+    cues_without_embedding = handed("cue_fields", CueFields.cues_without_embedding)
+    set_cue_embeddings = handed("cue_fields", CueFields.set_cue_embeddings)
+    cue_vectors = handed("cue_fields", CueFields.cue_vectors)
+    set_cue_types = handed("cue_fields", CueFields.set_cue_types)
+    relations_of = handed("reads", GraphReads.relations_of)
+    related_entities = handed("reads", GraphReads.related_entities)
+    delete_orphan_cues = handed("reads", GraphReads.delete_orphan_cues)
+    neighbours = handed("reads", GraphReads.neighbours)
+    all_associations = handed("reads", GraphReads.all_associations)
+    upsert_cues = handed("writes", GraphWrites.upsert_cues)
+    link_cue_ids = handed("writes", GraphWrites.link_cue_ids)
+    link_many = handed("writes", GraphWrites.link_many)
+    add_cooccurrences = handed("writes", GraphWrites.add_cooccurrences)
+    weaken_cooccurrences = handed("writes", GraphWrites.weaken_cooccurrences)
+    add_relations = handed("writes", GraphWrites.add_relations)
+    associate_many = handed("writes", GraphWrites.associate_many)
+    vector_search = handed("index", SearchIndex.vector_search)
+    fulltext_search = handed("index", SearchIndex.fulltext_search)
+    ensure_indexes = handed("index", SearchIndex.ensure_indexes)
+
     def __init__(
         self,
         path: Path,
@@ -135,7 +161,7 @@ class KuzuStore(StoreBase):
         self.index = SearchIndex(
             self.db,
             self.rows,
-            self.count_engrams,
+            lambda: self.engrams.count(),  # the table is built next, with the index's vectors
             path=self.path,
             backend=backend,
             dims=dims,
@@ -147,6 +173,7 @@ class KuzuStore(StoreBase):
         self.fresh = FreshEdges()
         self.reads = GraphReads(self.db, self.cues, self.fresh)
         self.writes = GraphWrites(self.db, self.cues, self.fresh, dims)
+        self.cue_fields = CueFields(self.db, self.cues, dims)
         try:
             for change in schema.migrate(self.db.run, dims, self.path):
                 logger.info("%s: migration: %s", self.path, change)
@@ -218,15 +245,6 @@ class KuzuStore(StoreBase):
             self.fresh.start(engram.id)
             self.index.added(engram)
 
-    def link_many(self, links: Mapping[str, Sequence[str]]) -> None:
-        self.writes.link_many(links)
-
-    def get_engrams(self, ids: Sequence[str]) -> list[Engram]:
-        return self.engrams.get(ids)
-
-    def cluster_ids(self, ids: Sequence[str]) -> dict[str, int]:
-        return self.engrams.cluster_ids(ids)
-
     @locked
     def update_engrams(self, updates: Mapping[str, Mapping[str, Any]]) -> int:
         """See :meth:`EngramTable.update`; the search caches follow changed texts and types."""
@@ -234,9 +252,6 @@ class KuzuStore(StoreBase):
         for engram_id, memory_type, text in retexted:
             self.index.retexted(engram_id, memory_type, text)
         return changed
-
-    def reinforce(self, ids: Sequence[str], at: datetime, boost: float) -> dict[str, tuple[int, float]]:
-        return self.engrams.reinforce(ids, at, boost)
 
     @locked
     def remove_engram(self, engram_id: str) -> bool:
@@ -261,18 +276,12 @@ class KuzuStore(StoreBase):
         )
         return [row[0] for row in rows]
 
-    def list_recent(self, limit: int, memory_type: str | None = None) -> list[Engram]:
-        return self.engrams.recent(limit, memory_type)
-
     def engram_states(self, ids: Sequence[str] | None = None) -> list[EngramState]:
         states = self.engrams.states()
         if ids is None:
             return states
         wanted = set(ids)
         return [state for state in states if state.id in wanted]
-
-    def count_engrams(self) -> int:
-        return self.engrams.count()
 
     def uncued_engram_ids(self) -> list[str]:
         rows = self.db.run(
@@ -281,60 +290,7 @@ class KuzuStore(StoreBase):
         return [row[0] for row in rows]
 
     # -- cues, relations, associations ----------------------------------------------------------
-    def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
-        return self.reads.cues_of(engram_ids)
-
-    def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
-        return self.reads.engrams_by_cues(cue_names, limit)
-
-    def cue_engram_counts(self, cue_names: Sequence[str]) -> dict[str, int]:
-        return self.reads.cue_engram_counts(cue_names)
-
-    def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
-        return self.reads.relations_of(engram_ids)
-
-    def related_entities(self, cue_names: Sequence[str], limit: int) -> list[Relation]:
-        return self.reads.related_entities(cue_names, limit)
-
-    def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
-        return self.reads.delete_orphan_cues(names)
-
-    def neighbours(self, engram_ids: Sequence[str]) -> list[Association]:
-        return self.reads.neighbours(engram_ids)
-
-    def all_associations(self) -> list[Association]:
-        return self.reads.all_associations()
-
-    def upsert_cues(self, cues: Sequence[Cue]) -> list[Cue]:
-        return self.writes.upsert_cues(cues)
-
-    def link_cue_ids(self, engram_id: str, cue_ids: Sequence[str]) -> None:
-        self.writes.link_cue_ids(engram_id, cue_ids)
-
-    def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:
-        self.writes.add_cooccurrences(pairs, replace)
-
-    def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
-        self.writes.weaken_cooccurrences(pairs)
-
-    def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
-        self.writes.add_relations(relations, cue_type)
-
-    def associate_many(self, associations: Sequence[Association]) -> None:
-        self.writes.associate_many(associations)
-
     # -- search and maintenance -----------------------------------------------------------------
-    def vector_search(
-        self, embedding: Sequence[float], k: int, memory_type: str | None = None
-    ) -> list[ScoredId]:
-        return self.index.vector_search(embedding, k, memory_type)
-
-    def fulltext_search(self, query: str, k: int, memory_type: str | None = None) -> list[ScoredId]:
-        return self.index.fulltext_search(query, k, memory_type)
-
-    def ensure_indexes(self, threshold: int) -> dict[str, bool]:
-        return self.index.ensure_indexes(threshold)
-
     @locked
     def stats(self) -> StoreStats:
         def count(query: str) -> int:

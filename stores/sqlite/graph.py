@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 
+import numpy as np
+
 from smriti.stores.base import (
     SPENT_STRENGTH,
     Association,
@@ -195,6 +197,48 @@ class Graph:
         )
         counts = {name: int(n) for name, n in rows}
         return {name: counts[n] for name, n in normalised.items() if n in counts}
+
+    # -- cue embeddings (alias matching; consolidation fills them) ------------------------------
+    def cues_without_embedding(self, limit: int) -> list[Cue]:
+        """Up to ``limit`` cues whose embedding is not set, by name."""
+        rows = self.db.read(
+            "SELECT id, name, cue_type FROM cue WHERE embedding IS NULL ORDER BY name LIMIT ?",
+            (max(0, limit),),
+        )
+        return [Cue(id=id_, name=name, cue_type=cue_type or "keyword") for id_, name, cue_type in rows]
+
+    @written
+    def set_cue_embeddings(self, embeddings: Mapping[str, Sequence[float]]) -> None:
+        """The embedding of each cue, by cue id; an unknown id is a no-op.
+
+        Raises:
+            EmbeddingMismatchError: an embedding of another size (nothing is written).
+        """
+        for cue_id, embedding in embeddings.items():
+            check_dims(embedding, self.dims, f"the embedding of cue {cue_id!r}")
+        self.db.write_many(
+            "UPDATE cue SET embedding = ? WHERE id = ?",
+            [(to_blob(embedding), cue_id) for cue_id, embedding in sorted(embeddings.items())],
+        )
+
+    @written
+    def set_cue_types(self, types: Mapping[str, str]) -> None:
+        """The type of each cue, by name (normalised here); an unknown name is a no-op."""
+        rows = sorted(
+            {normalise_cue_name(name): cue_type for name, cue_type in types.items() if cue_type}.items()
+        )
+        if rows:
+            # Cached cues carry their type: drop them now and again once the change is visible.
+            self.cue_cache.clear()
+            self.db.after_commit(self.cue_cache.clear)
+            self.db.write_many("UPDATE cue SET cue_type = ? WHERE name = ?", [(t, n) for n, t in rows if n])
+
+    def cue_vectors(self) -> tuple[list[str], np.ndarray]:
+        """Names of the cues with an embedding (sorted) and their embeddings as float32 rows."""
+        rows = self.db.read("SELECT name, embedding FROM cue WHERE embedding IS NOT NULL ORDER BY name")
+        names = [name for name, _ in rows]
+        matrix = np.frombuffer(b"".join(blob for _, blob in rows), dtype="<f4").astype(np.float32)
+        return names, matrix.reshape(len(names), self.dims)
 
     @written
     def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:

@@ -5,8 +5,9 @@ a query costs microseconds rather than Kuzu's 0.2-0.35 ms; B-tree indexes make e
 "edges of X" an index range; a transaction makes a store atomic (a failed or killed store
 leaves the whole memory or none); the FTS5 keyword index is persistent and incremental.
 
-:class:`SqliteStore` implements the protocol by delegating to collaborators built from
-explicit arguments:
+:class:`SqliteStore` implements the protocol with collaborators built from explicit
+arguments; a protocol method one of them carries out alone is handed to it (``handed``,
+``stores/operations.py``), and the class body's methods are those that combine them:
 
 * :class:`~.connection.Database`: the file, the writer and reader connections, transactions;
 * :class:`~.engrams.EngramTable`: engram rows and their FTS rows;
@@ -18,26 +19,21 @@ explicit arguments:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from smriti.stores.base import (
-    Association,
     Capabilities,
-    Cue,
-    CueHit,
     EmbeddingMismatchError,
     Engram,
-    EngramState,
     RecallRow,
-    Relation,
-    ScoredId,
     StoreBase,
     StoreStats,
     mismatch_message,
 )
+from smriti.stores.operations import handed
 from smriti.stores.paths import store_path
 from smriti.stores.sqlite import schema
 from smriti.stores.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Database
@@ -47,9 +43,6 @@ from smriti.stores.sqlite.graph import Graph
 from smriti.stores.sqlite.search import SearchIndex
 
 if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-    from datetime import datetime
-
     from smriti.config import Settings
 
 logger = logging.getLogger(__name__)
@@ -87,6 +80,44 @@ class SqliteStore(StoreBase):
     # FTS5 is always there; the vector "index" is the in-memory cache of stores.search.
     capabilities = Capabilities(vector_index=False, fulltext=True)
 
+    # Protocol methods one collaborator carries out alone: the collaborator's own method,
+    # bound to it when read (no forwarding call; see stores/operations.py).
+    warm = handed("index", SearchIndex.warm)
+    finish_indexes = handed("index", SearchIndex.finish)
+    vector_search = handed("index", SearchIndex.vector_search)
+    fulltext_search = handed("index", SearchIndex.fulltext_search)
+    transaction = handed("db", Database.transaction)
+    create_engrams = handed("engrams", EngramTable.create)
+    get_engrams = handed("engrams", EngramTable.get)
+    cluster_ids = handed("engrams", EngramTable.cluster_ids)
+    update_engrams = handed("engrams", EngramTable.update)
+    reinforce = handed("engrams", EngramTable.reinforce)
+    remove_engram = handed("engrams", EngramTable.delete)
+    list_recent = handed("engrams", EngramTable.recent)
+    engram_states = handed("engrams", EngramTable.states)
+    count_engrams = handed("engrams", EngramTable.count)
+    uncued_engram_ids = handed("engrams", EngramTable.uncued_ids)
+    upsert_cues = handed("graph", Graph.upsert_cues)
+    link_cue_ids = handed("graph", Graph.link_cue_ids)
+    link_many = handed("graph", Graph.link_many)
+    cues_of = handed("graph", Graph.cues_of)
+    engrams_by_cues = handed("graph", Graph.engrams_by_cues)
+    cue_engram_counts = handed("graph", Graph.cue_engram_counts)
+    cues_without_embedding = handed("graph", Graph.cues_without_embedding)
+    set_cue_embeddings = handed("graph", Graph.set_cue_embeddings)
+    cue_vectors = handed("graph", Graph.cue_vectors)
+    set_cue_types = handed("graph", Graph.set_cue_types)
+    add_cooccurrences = handed("graph", Graph.add_cooccurrences)
+    add_relations = handed("graph", Graph.add_relations)
+    relations_of = handed("graph", Graph.relations_of)
+    related_entities = handed("graph", Graph.related_entities)
+    weaken_cooccurrences = handed("graph", Graph.weaken_cooccurrences)
+    delete_orphan_cues = handed("graph", Graph.delete_orphan_cues)
+    associate_many = handed("graph", Graph.associate_many)
+    neighbours = handed("graph", Graph.neighbours)
+    all_associations = handed("graph", Graph.all_associations)
+    association_weights = handed("graph", Graph.association_weights)
+
     def __init__(
         self, path: Path, *, user: str, dims: int, busy_timeout: float = DEFAULT_BUSY_TIMEOUT
     ) -> None:
@@ -96,7 +127,7 @@ class SqliteStore(StoreBase):
             self.index = SearchIndex(
                 self.db,
                 lambda: self.engrams.embeddings(),
-                self.count_engrams,
+                lambda: self.engrams.count(),
                 dims,
                 ids=lambda: self.engrams.embedded_ids(),
                 index_path=self.path.with_name(self.path.name + ".vectors"),
@@ -117,21 +148,11 @@ class SqliteStore(StoreBase):
         self.index.close()
         self.db.close()
 
-    def warm(self) -> None:
-        self.index.warm()
-
-    def finish_indexes(self, on_progress: Callable[[int, int], None] | None = None) -> None:
-        self.index.finish(on_progress)
-
     def __enter__(self) -> SqliteStore:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def transaction(self) -> AbstractContextManager[None]:
-        """Everything written inside commits together or not at all (see Database.transaction)."""
-        return self.db.transaction()
 
     @contextmanager
     def bulk_import(self, memories: int) -> Iterator[None]:
@@ -184,25 +205,6 @@ class SqliteStore(StoreBase):
         """Insert a new engram; an existing id raises StoreError."""
         self.engrams.create([engram])
 
-    def create_engrams(self, engrams: Sequence[Engram]) -> None:
-        self.engrams.create(engrams)
-
-    def get_engrams(self, ids: Sequence[str]) -> list[Engram]:
-        return self.engrams.get(ids)
-
-    def cluster_ids(self, ids: Sequence[str]) -> dict[str, int]:
-        return self.engrams.cluster_ids(ids)
-
-    def update_engrams(self, updates: Mapping[str, Mapping[str, Any]]) -> int:
-        return self.engrams.update(updates)
-
-    def reinforce(self, ids: Sequence[str], at: datetime, boost: float) -> dict[str, tuple[int, float]]:
-        return self.engrams.reinforce(ids, at, boost)
-
-    def remove_engram(self, engram_id: str) -> bool:
-        """Delete the engram, its edges, its FTS row and the RelatesTo facts it recorded."""
-        return self.engrams.delete(engram_id)
-
     def unlink_engram(self, engram_id: str) -> None:
         """Its EncodedBy rows (the cue counts follow by trigger) and the RelatesTo facts it recorded."""
         with self.db.transaction():
@@ -217,82 +219,14 @@ class SqliteStore(StoreBase):
         )
         return [row[0] for row in rows]
 
-    def list_recent(self, limit: int, memory_type: str | None = None) -> list[Engram]:
-        return self.engrams.recent(limit, memory_type)
-
-    def engram_states(self, ids: Sequence[str] | None = None) -> list[EngramState]:
-        return self.engrams.states(ids)
-
-    def count_engrams(self) -> int:
-        return self.engrams.count()
-
-    def uncued_engram_ids(self) -> list[str]:
-        return self.engrams.uncued_ids()
-
     # -- cues, relations, associations -----------------------------------------------------------------
-    def upsert_cues(self, cues: Sequence[Cue]) -> list[Cue]:
-        return self.graph.upsert_cues(cues)
-
-    def link_cue_ids(self, engram_id: str, cue_ids: Sequence[str]) -> None:
-        self.graph.link_cue_ids(engram_id, cue_ids)
-
-    def link_many(self, links: Mapping[str, Sequence[str]]) -> None:
-        self.graph.link_many(links)
-
-    def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
-        return self.graph.cues_of(engram_ids)
-
     def recall_rows(self, ids: Sequence[str]) -> list[RecallRow]:
         """Two reads: the engram rows (embedding BLOBs decoded straight into arrays) and their cues."""
         found = self.engrams.get_with_vectors(ids)
         cues = self.graph.cue_names_of([engram.id for engram, _ in found]) if found else {}
         return [RecallRow(engram, vector, cues.get(engram.id, [])) for engram, vector in found]
 
-    def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
-        return self.graph.engrams_by_cues(cue_names, limit)
-
-    def cue_engram_counts(self, cue_names: Sequence[str]) -> dict[str, int]:
-        return self.graph.cue_engram_counts(cue_names)
-
-    def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:
-        self.graph.add_cooccurrences(pairs, replace)
-
-    def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
-        self.graph.add_relations(relations, cue_type)
-
-    def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
-        return self.graph.relations_of(engram_ids)
-
-    def related_entities(self, cue_names: Sequence[str], limit: int) -> list[Relation]:
-        return self.graph.related_entities(cue_names, limit)
-
-    def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
-        self.graph.weaken_cooccurrences(pairs)
-
-    def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
-        return self.graph.delete_orphan_cues(names)
-
-    def associate_many(self, associations: Sequence[Association]) -> None:
-        self.graph.associate_many(associations)
-
-    def neighbours(self, engram_ids: Sequence[str]) -> list[Association]:
-        return self.graph.neighbours(engram_ids)
-
-    def all_associations(self) -> list[Association]:
-        return self.graph.all_associations()
-
-    def association_weights(self) -> list[tuple[str, str, float]]:
-        return self.graph.association_weights()
-
     # -- search and maintenance ------------------------------------------------------------------------
-    def vector_search(
-        self, embedding: Sequence[float], k: int, memory_type: str | None = None
-    ) -> list[ScoredId]:
-        return self.index.vector_search(embedding, k, memory_type)
-
-    def fulltext_search(self, query: str, k: int, memory_type: str | None = None) -> list[ScoredId]:
-        return self.index.fulltext_search(query, k, memory_type)
-
     def ensure_indexes(self, threshold: int) -> dict[str, bool]:
         was = self.index.fulltext_index
         state = self.index.ensure_indexes(threshold)

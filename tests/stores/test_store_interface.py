@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from smriti.stores.base import BACKEND_METHODS, GraphStore, StoreBase
 from smriti.stores.cypher.store import CypherGraphStore
 from smriti.stores.kuzu.store import KuzuStore
+from smriti.stores.operations import Forward, forwarded, handed
 from smriti.stores.sqlite.store import SqliteStore
 
 BACKENDS = [SqliteStore, KuzuStore, CypherGraphStore]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _protocol_methods() -> set[str]:
@@ -38,3 +43,88 @@ def test_a_backend_missing_one_is_refused_at_construction(missing):
     half = type("HalfBackend", (StoreBase,), body)
     with pytest.raises(TypeError, match=missing):
         half()
+
+
+# ----------------------------------------------------------------------------- operation groups
+STORE_FILES = ["stores/sqlite/store.py", "stores/kuzu/store.py", "stores/cypher/store.py"]
+
+
+def _forwarding_methods(path: Path) -> list[str]:
+    """Methods whose body (after a docstring) is only ``[return] self.<collaborator>.<method>(its
+    own parameters)``: what ``@operations`` declares instead (the count in issue 24's closing)."""
+    found = []
+    for cls in [n for n in ast.parse(path.read_text()).body if isinstance(n, ast.ClassDef)]:
+        for fn in [n for n in cls.body if isinstance(n, ast.FunctionDef)]:
+            body = fn.body[1:] if fn.body and isinstance(fn.body[0], ast.Expr) else fn.body
+            call = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return | ast.Expr) else None
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+                continue
+            owner = call.func.value
+            if not (
+                isinstance(owner, ast.Attribute)
+                and isinstance(owner.value, ast.Name)
+                and owner.value.id == "self"
+            ):
+                continue
+            params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
+            values = [*call.args, *(k.value for k in call.keywords)]
+            if all(isinstance(v, ast.Name) and v.id in params for v in values):
+                found.append(f"{cls.name}.{fn.name}")
+    return found
+
+
+def test_no_protocol_method_only_forwards_to_a_collaborator():
+    forwarding = [m for f in STORE_FILES for m in _forwarding_methods(ROOT / f)]
+    protocol = _protocol_methods()
+    assert [m for m in forwarding if m.partition(".")[2] in protocol] == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda c: c.__name__)
+def test_each_backend_hands_protocol_methods_to_its_collaborators(backend):
+    handed = forwarded(backend)
+    assert len(handed) >= 15 and set(handed) <= _protocol_methods()
+    assert all(isinstance(vars(backend)[name], Forward) for name in handed)  # declared, not written
+
+
+def test_on_a_real_store_the_method_is_the_collaborators_bound_method(tmp_path):
+    with SqliteStore(tmp_path / "memory.sqlite", user="alice", dims=8) as store:
+        assert store.cues_of.__self__ is store.graph
+        assert store.get_engrams.__func__ is type(store.engrams).get
+        assert store.count_engrams() == 0
+
+
+class _Collaborator:
+    def cues_of(self, engram_ids):
+        return {}
+
+    def neighbours(self, ids):  # the protocol names it engram_ids: a caller's keyword would miss
+        return []
+
+    def explode(self):
+        return None
+
+
+@pytest.mark.parametrize(
+    ("name", "method", "message"),
+    [
+        ("explode", _Collaborator.explode, "not a GraphStore method"),
+        ("neighbours", _Collaborator.neighbours, "takes other parameters"),
+        ("all_associations", _Collaborator.cues_of, "takes other parameters"),
+    ],
+)
+def test_a_wrong_declaration_is_refused_at_import(name, method, message):
+    with pytest.raises(TypeError, match=message):
+        type("Half", (StoreBase,), {name: handed("graph", method)})
+
+
+def test_a_backend_whose_declarations_cover_the_rest_constructs():
+    written = {name: (lambda self, *a, **k: None) for name in BACKEND_METHODS if name != "cues_of"}
+    backend = type("Grouped", (StoreBase,), {**written, "cues_of": handed("graph", _Collaborator.cues_of)})
+    store = backend()
+    store.graph = _Collaborator()
+    assert store.cues_of(["x"]) == {} and store.cues_of.__self__ is store.graph
+
+
+def test_read_from_the_class_a_handed_method_is_called_as_an_unbound_method(tmp_path):
+    with SqliteStore(tmp_path / "memory.sqlite", user="alice", dims=8) as store:
+        assert SqliteStore.count_engrams(store) == 0 == store.count_engrams()

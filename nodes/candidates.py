@@ -1,0 +1,69 @@
+"""Candidates: loading them from the store and scoring their relevance, for every recall step.
+
+gather (``nodes/search.py``) builds the first candidates with these helpers, and the steps that
+add candidates later (``nodes/associate.py``: activate, conversation_context, multi_hop,
+episode_context; ``nodes/relations.py``: relation_traverse) load and score theirs the same way,
+so each step module holds only its steps. The fusion formula itself is ``nodes/scoring.py``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from smriti.nodes.scoring import DEFAULT_FUSION, Fusion, cosine, fused_relevance
+from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState
+
+# The candidate attribute behind each fused branch (the keys of scoring.FUSION_WEIGHTS).
+SIGNALS = {"similarity": "similarity", "text": "text_score", "cue": "cue_score", "graph": "graph_score"}
+
+
+def load_candidates(
+    context: MemoryContext, ids: list[str], hits: dict[str, Hit], memory_type: str | None
+) -> list[Candidate]:
+    """Engrams with their cues as candidates (embeddings as float32 arrays), dropping other
+    memory types."""
+    return [
+        Candidate.from_engram(row.engram, row.cues, hits.get(row.engram.id), row.vector)
+        for row in context.store.recall_rows(ids)
+        if memory_type is None or row.engram.memory_type == memory_type
+    ]
+
+
+def query_vector(state: RecallState) -> np.ndarray | None:
+    """The query embedding as a float32 array (converted once per node, not per candidate)."""
+    embedding = state.get("query_embedding")
+    return None if embedding is None else np.asarray(embedding, dtype=np.float32)
+
+
+def fill_similarity(candidate: Candidate, query_embedding: Sequence[float] | np.ndarray | None) -> None:
+    """Similarity for hits found without the vector branch, so every candidate has all signals."""
+    if query_embedding is not None and candidate.embedding is not None and "vector" not in candidate.origins:
+        candidate.similarity = max(0.0, cosine(query_embedding, candidate.embedding))
+
+
+def score_relevance(
+    candidate: Candidate, ranked: dict[str, list[float]], mode: str, fusion: Fusion = DEFAULT_FUSION
+) -> None:
+    """Relevance: the similarity in search mode, else the fusion of the branch signals (ranks and scores)."""
+    if mode == "search":
+        candidate.relevance = candidate.similarity
+        return
+    signals = {branch: getattr(candidate, attr) for branch, attr in SIGNALS.items()}
+    candidate.relevance, candidate.ranks = fused_relevance(signals, ranked, fusion)
+
+
+def best_with_ties(candidates: Sequence[Candidate], n: int) -> list[Candidate]:
+    """The ``n`` most relevant candidates, and every other as relevant as the ``n``-th.
+
+    Which of several equally relevant candidates made a cut would otherwise depend on their
+    ids (random), and a stage seeded by them would rank the same memories differently per store.
+    """
+    ordered = sorted(candidates, key=lambda c: (-c.relevance, c.id))
+    if n <= 0:
+        return []
+    if len(ordered) <= n:
+        return ordered
+    floor = ordered[n - 1].relevance
+    return [c for c in ordered if c.relevance >= floor]
