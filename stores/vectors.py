@@ -1,8 +1,9 @@
 """Vector search of the in-memory caches: :class:`VectorCache` (exact, then HNSW) and :func:`cosine`.
 
 Small caches answer by exact cosine over one float32 matrix. Past ``ann_threshold`` vectors a
-daemon thread (nice 19) builds a usearch HNSW graph from the cache's vectors; until it is
-built, exact search answers. Once built, a query asks the graph for ``max(4k, 50)``
+daemon thread (nice 19; at the caller's priority when ``smriti import`` waits for it) builds a
+usearch HNSW graph from the cache's vectors on every core; until it is built, exact search
+answers. Once built, a query asks the graph for ``max(4k, 50)``
 candidates, re-scores them exactly from the graph's float32 copies, adds the exact scores of
 the vectors added since (the not-yet-indexed tail, which the thread indexes in batches: an
 insert into the graph costs ~2 ms, too slow for the store path) and sorts by (-score, id).
