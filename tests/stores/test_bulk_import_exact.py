@@ -54,11 +54,9 @@ def records_of(count: int) -> list[dict]:
     return out
 
 
-@pytest.fixture
-def falkor_store(falkor_server, tmp_path):
-    client, port = falkor_server
-    graph = f"smriti_import_{uuid.uuid4().hex[:10]}"
-    settings = Settings(
+def falkor_settings(tmp_path, port: int, graph: str, **extra) -> Settings:
+    """Tenant mode on the test server's TCP port, in a graph of the test's own."""
+    return Settings(
         storage_location=tmp_path,
         accessing_user="alice",
         embedding_dims=DIMS,
@@ -66,8 +64,15 @@ def falkor_store(falkor_server, tmp_path):
         falkor_addr=f"127.0.0.1:{port}",
         falkor_graph=graph,
         falkor_isolation="tenant",
+        **extra,
     )
-    store = make_store(settings, "alice")
+
+
+@pytest.fixture
+def falkor_store(falkor_server, tmp_path):
+    client, port = falkor_server
+    graph = f"smriti_import_{uuid.uuid4().hex[:10]}"
+    store = make_store(falkor_settings(tmp_path, port, graph), "alice")
     yield store
     store.close()
     client.select_graph(graph).delete()
@@ -197,18 +202,8 @@ def test_smriti_import_leaves_falkordbs_search_indexes_built(falkor_server, tmp_
 
     client, port = falkor_server
     graph = f"smriti_cli_{uuid.uuid4().hex[:10]}"
-    settings = Settings(
-        storage_location=tmp_path,
-        accessing_user="alice",
-        embedding_dims=DIMS,
-        db_type="falkordb",
-        falkor_addr=f"127.0.0.1:{port}",
-        falkor_graph=graph,
-        falkor_isolation="tenant",
-        index_threshold=20,
-        llm_provider="heuristic",
-        embedding_provider="hashing",
-        backup_type="none",
+    settings = falkor_settings(
+        tmp_path, port, graph, index_threshold=20, llm_provider="heuristic", embedding_provider="hashing"
     )
     path = tmp_path / "records.jsonl"
     _records(path, 60, DIMS)
