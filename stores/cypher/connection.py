@@ -40,9 +40,17 @@ class CypherConnection(ABC):
     def ensure_schema(self) -> None:
         """Create the exact-match indexes and unique keys; idempotent."""
 
+    def vector_of(self, expression: str) -> str:
+        """Cypher expression turning ``expression`` (a list of floats or null) into a vector."""
+        return expression
+
     def vector_literal(self, param: str) -> str:
-        """Cypher expression turning parameter ``param`` (a list of floats or null) into a vector."""
-        return f"${param}"
+        """:meth:`vector_of` parameter ``param``."""
+        return self.vector_of(f"${param}")
+
+    def vector_param(self, values: list[float] | None) -> Any:
+        """A vector (checked plain floats, or None) as this database's query parameter value."""
+        return values
 
     def searchable_text(self, var: str) -> str:
         """A clause that runs after the engram ``var``'s content, summary or facts were written,
@@ -92,6 +100,13 @@ class UserGraph:
 
     def vector_literal(self, param: str) -> str:
         return self.connection.vector_literal(param)
+
+    def vector_of(self, expression: str) -> str:
+        return self.connection.vector_of(expression)
+
+    def vector_param(self, embedding: Sequence[float] | None) -> Any:
+        """:meth:`check_embedding`, as the value of a vector parameter (see vector_of)."""
+        return self.connection.vector_param(self.check_embedding(embedding))
 
     def check_embedding(self, embedding: Sequence[float] | None) -> list[float] | None:
         """The embedding as plain floats (None stays None).

@@ -32,8 +32,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import orjson
 
 from smriti.stores.base import StoreError, validate_user_name
 from smriti.stores.cypher.connection import CypherConnection
@@ -58,6 +61,8 @@ _RANGE_INDEXES = (("Engram", ("user", "id")), ("Cue", ("user", "name", "id")), (
 SEARCH_TEXT = "search_text"
 _FULLTEXT_FIELDS = (SEARCH_TEXT,)
 _UNSPLIT_SPACES = "".join(c for c in map(chr, range(0x3001)) if c.isspace() and c not in " \t")
+# Edge property indexes: RelatesTo by the engram that stated it (relations_of, forget).
+_EDGE_INDEXES = (("RelatesTo", "engram_id"),)
 _UNIQUE_KEYS = (("Engram", ("user", "id")), ("Cue", ("user", "name")), ("Meta", ("user", "key")))
 
 
@@ -147,8 +152,11 @@ class FalkorDBConnection(CypherConnection):
             except Exception:  # closing a dead connection must not mask the caller's error
                 log.debug("closing the FalkorDB connection failed", exc_info=True)
 
-    def vector_literal(self, param: str) -> str:
-        return f"vecf32(${param})"
+    def vector_of(self, expression: str) -> str:
+        return f"vecf32({expression})"
+
+    def vector_param(self, values: list[float] | None) -> Any:
+        return None if values is None else Vector32(values)
 
     def searchable_text(self, var: str) -> str:
         return f"WITH {var} SET {var}.{SEARCH_TEXT} = {search_text_expression(var)}"
@@ -237,6 +245,9 @@ class FalkorDBConnection(CypherConnection):
             for prop in props:
                 if "RANGE" not in indexed.get(label, {}).get(prop, ()):
                     self._schema_call(f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
+        for label, prop in _EDGE_INDEXES:
+            if "RANGE" not in indexed.get(label, {}).get(prop, ()):
+                self._schema_call(f"CREATE INDEX FOR ()-[r:{label}]-() ON (r.{prop})")
         try:
             constraints = self._graph.list_constraints()
             existing = {(c["label"], tuple(c["properties"])) for c in constraints if c["type"] == "UNIQUE"}
@@ -275,6 +286,31 @@ class FalkorDBStore(CypherGraphStore):
         self.graph_name = graph_name
         connection = FalkorDBConnection(client, graph_name, location=location, owns_client=owns_client)
         super().__init__(connection, user=user, dims=dims, isolation=isolation)
+
+
+class Vector32:
+    """A vector parameter as its float32 values in one JSON array (the text the client puts in
+    the query's params header, through ``str``).
+
+    The client turns a list into text float by float (3.3 ms for 1,536 floats, ~30 MB of text
+    for an import batch of 1,000 memories, measured), and the NUL check walks it likewise;
+    orjson writes the float32 array in C in 0.09 ms, with each value's shortest exact float32
+    form (half the text). ``vecf32`` stores float32, so nothing is lost.
+
+    Raises:
+        ValueError: a NaN or infinite value (the server cannot parse them).
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, values: Sequence[float]) -> None:
+        array = np.asarray(values, dtype=np.float32)
+        if not np.isfinite(array).all():
+            raise ValueError("an embedding holds NaN or infinite values")
+        self.text = orjson.dumps(array, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+
+    def __str__(self) -> str:
+        return self.text
 
 
 def _describe(client: Any) -> str:

@@ -38,6 +38,13 @@ _ASSOCIATION_COLUMNS = (
 )
 
 
+# RelatesTo edges by their engram_id (the index FalkorDB and Neo4j keep on it), then their
+# ends, checked to be the user's: a pattern naming (a:Cue {user: $user}) makes both databases
+# start from the user's cues whatever index the edge has.
+RELATIONS_BY_ENGRAM = "MATCH ()-[r:RelatesTo]->() WHERE r.engram_id"
+RELATION_ENDS = "WITH r, startNode(r) AS a, endNode(r) AS b WHERE a.user = $user AND b.user = $user"
+
+
 class CypherGraphReads:
     """Cue, relation and association reads of the GraphStore protocol (and orphan cleanup)."""
 
@@ -85,8 +92,13 @@ class CypherGraphReads:
         return {name: counts[norm] for name, norm in asked.items() if norm in counts}
 
     def relations(self, where: str, order: str, **params: Any) -> list[Relation]:
+        return self._relations(
+            f"MATCH (a:Cue {{user: $user}})-[r:RelatesTo]->(b:Cue {{user: $user}}) {where}", order, params
+        )
+
+    def _relations(self, match: str, order: str, params: dict[str, Any]) -> list[Relation]:
         rows = self.graph.q(
-            f"MATCH (a:Cue {{user: $user}})-[r:RelatesTo]->(b:Cue {{user: $user}}) {where} "
+            f"{match} "
             "RETURN a.name AS source, r.relation AS relation, b.name AS target, "
             f"r.engram_id AS engram_id, r.created_at AS created_at ORDER BY {order}",
             **params,
@@ -105,8 +117,18 @@ class CypherGraphReads:
     def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
         if not engram_ids:
             return []
-        return self.relations(
-            "WHERE r.engram_id IN $ids", "created_at, source, relation, target", ids=list(engram_ids)
+        if "" in engram_ids:  # FalkorDB's range index leaves empty strings out: walk, unindexed
+            return self.relations(
+                "WHERE toString(r.engram_id) IN $ids",
+                "created_at, source, relation, target",
+                ids=list(engram_ids),
+            )
+        # From the edges' engram_id index, not from the user's cues: matching (a:Cue {user})
+        # first walks every cue of the user (160 ms at 10k on FalkorDB, measured; 0.5 ms this way).
+        return self._relations(
+            f"{RELATIONS_BY_ENGRAM} IN $ids {RELATION_ENDS}",
+            "created_at, source, relation, target",
+            {"ids": list(engram_ids)},
         )
 
     def related_entities(self, cue_names: Sequence[str], limit: int) -> list[Relation]:

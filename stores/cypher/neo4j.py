@@ -51,6 +51,7 @@ _SCHEMA = (
     "CREATE INDEX smriti_engram_user IF NOT EXISTS FOR (e:Engram) ON (e.user)",
     "CREATE INDEX smriti_cue_user IF NOT EXISTS FOR (c:Cue) ON (c.user)",
     "CREATE INDEX smriti_cue_id IF NOT EXISTS FOR (c:Cue) ON (c.user, c.id)",
+    "CREATE INDEX smriti_relates_engram IF NOT EXISTS FOR ()-[r:RelatesTo]-() ON (r.engram_id)",
 )
 
 

@@ -99,7 +99,7 @@ class CypherSearch:
             rows = self.graph.q(
                 f"{call} RETURN node.id AS id, node.user AS owner, node.memory_type AS memory_type, score",
                 k=fetch,
-                q=query,
+                q=self.graph.connection.vector_param(query),
             )
             hits = [
                 (r["id"], to_cosine(float(r["score"])))

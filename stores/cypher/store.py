@@ -107,6 +107,7 @@ class CypherGraphStore(StoreBase):
     all_associations = handed("reads", CypherGraphReads.all_associations)
     upsert_cues = handed("writes", CypherGraphWrites.upsert_cues)
     link_cue_ids = handed("writes", CypherGraphWrites.link_cue_ids)
+    link_many = handed("writes", CypherGraphWrites.link_many)
     add_cooccurrences = handed("writes", CypherGraphWrites.add_cooccurrences)
     weaken_cooccurrences = handed("writes", CypherGraphWrites.weaken_cooccurrences)
     add_relations = handed("writes", CypherGraphWrites.add_relations)
@@ -171,14 +172,28 @@ class CypherGraphStore(StoreBase):
 
     # -- engrams ------------------------------------------------------------------------------
     def create_engram(self, engram: Engram) -> None:
-        fields = {name: getattr(engram, name) for name in UPDATABLE_FIELDS | {"created_at"}}
+        self.create_engrams([engram])
+
+    def create_engrams(self, engrams: Sequence[Engram]) -> None:
+        """One ``UNWIND ... CREATE`` for the batch (an import's 1,000 memories are one query, not
+        1,000 round trips); an existing id fails the whole query on the unique key (StoreError)."""
+        if not engrams:
+            return
+        rows = [
+            {
+                "id": engram.id,
+                "props": engram_props(
+                    {name: getattr(engram, name) for name in UPDATABLE_FIELDS | {"created_at"}}
+                ),
+                "embedding": self.graph.vector_param(engram.embedding),
+            }
+            for engram in engrams
+        ]
         self.graph.q(
-            "CREATE (e:Engram {user: $user, id: $id}) "
-            f"SET e += $props, e.embedding = {self.graph.vector_literal('embedding')} "
+            "UNWIND $rows AS row CREATE (e:Engram {user: $user, id: row.id}) "
+            f"SET e += row.props, e.embedding = {self.graph.vector_of('row.embedding')} "
             + self.graph.connection.searchable_text("e"),
-            id=engram.id,
-            props=engram_props(fields),
-            embedding=self.graph.check_embedding(engram.embedding),
+            rows=rows,
         )
 
     def get_engrams(self, ids: Sequence[str]) -> list[Engram]:

@@ -11,7 +11,7 @@ without a query on the store pipeline's path.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from smriti.stores.base import (
@@ -26,6 +26,7 @@ from smriti.stores.base import (
     merge_relations,
     new_id,
 )
+from smriti.stores.kuzu import copy
 from smriti.stores.kuzu.connection import Connection, locked
 from smriti.stores.kuzu.graph import CueInfo, CueMap, FreshEdges, relation_key
 from smriti.stores.kuzu.schema import to_db
@@ -53,10 +54,14 @@ class GraphWrites:
         """Create cues without embeddings, name -> (id, cue_type), in one query (names are new)."""
         if not cues:
             return
-        self.db.run(
-            "UNWIND $rows AS row CREATE (c:Cue {id: row.id, name: row.name, cue_type: row.cue_type})",
-            {"rows": [{"id": id_, "name": name, "cue_type": type_} for name, (id_, type_) in cues.items()]},
-        )
+        rows = [{"id": id_, "name": name, "cue_type": type_} for name, (id_, type_) in cues.items()]
+        if copy.worth_it(rows):  # an import's new cues (UNWIND ... CREATE: 3 s for 15k, measured)
+            copy.copy_rows(self.db.run, "Cue", rows)
+        else:
+            self.db.run(
+                "UNWIND $rows AS row CREATE (c:Cue {id: row.id, name: row.name, cue_type: row.cue_type})",
+                {"rows": rows},
+            )
         for name, (id_, cue_type) in cues.items():
             self.cues.add(name, CueInfo(id_, cue_type, False))
 
@@ -136,6 +141,44 @@ class GraphWrites:
                 self.fresh.record(engram_id, "cue", row[0])
 
     @locked
+    def link_many(self, links: Mapping[str, Sequence[str]]) -> None:
+        """``link_cue_ids`` of many engrams: the links they have are read in one query and the
+        missing ones written by one ``COPY`` (stores/kuzu/copy.py) when pyarrow is installed
+        and they are many; ids of a missing engram or cue are skipped, as ``link_cue_ids`` does."""
+        wanted = {engram_id: list(dict.fromkeys(ids)) for engram_id, ids in links.items() if ids}
+        if sum(map(len, wanted.values())) < copy.COPY_MIN or copy.arrow() is None:
+            for engram_id, cue_ids in wanted.items():
+                self.link_cue_ids(engram_id, cue_ids)
+            return
+        engram_ids = list(wanted)
+        existing = {
+            row[0]
+            for row in self.db.run("MATCH (e:Engram) WHERE e.id IN $ids RETURN e.id", {"ids": engram_ids})
+        }
+        linked = {
+            (engram_id, cue_id)
+            for engram_id, cue_id in self.db.run(
+                "MATCH (e:Engram)-[:EncodedBy]->(c:Cue) WHERE e.id IN $ids RETURN e.id, c.id",
+                {"ids": engram_ids},
+            )
+        }
+        known = {info.id for info in self.cues.names().values()}
+        rows = [
+            {"from": engram_id, "to": cue_id}
+            for engram_id, cues in wanted.items()
+            if engram_id in existing
+            for cue_id in cues
+            if cue_id in known and (engram_id, cue_id) not in linked
+        ]
+        if not rows:
+            return
+        table = copy.table_of((("from", "STRING"), ("to", "STRING")), rows)
+        self.db.run("COPY EncodedBy FROM $rows", {"rows": table})
+        self.cues.count_new_links(row["to"] for row in rows)
+        for row in rows:
+            self.fresh.record(row["from"], "cue", row["to"])
+
+    @locked
     def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:
         """Symmetric CoOccurs edges by cue name: at most four queries for any number of pairs."""
         merged = merge_cooccurrences(pairs, replace)
@@ -163,7 +206,11 @@ class GraphWrites:
                 + ("SET r.strength = row.w" if replace else "SET r.strength = r.strength + row.w"),
                 {"rows": update},
             )
-        if create:
+        if create and copy.worth_it(create):
+            copy.copy_rows(
+                self.db.run, "CoOccurs", [row | {"strength": row["w"]} for row in create], ends=("a", "b")
+            )
+        elif create:
             self.db.run(
                 "UNWIND $rows AS row MATCH (a:Cue {id: row.a}), (b:Cue {id: row.b}) "
                 "CREATE (a)-[:CoOccurs {strength: row.w}]->(b)",
@@ -234,7 +281,10 @@ class GraphWrites:
                 found.add(key)
                 row = dict(zip(("a", "relation", "b", "engram"), key, strict=True))
                 create.append(row | {"at": to_db(relation.created_at)})
-        if create:
+        if create and copy.worth_it(create):  # UNWIND ... MATCH {id: row.a} scans the Cue table per row
+            copied = [row | {"engram_id": row["engram"], "created_at": row["at"]} for row in create]
+            copy.copy_rows(self.db.run, "RelatesTo", copied, ends=("a", "b"))
+        elif create:
             self.db.run(
                 "UNWIND $rows AS row MATCH (a:Cue {id: row.a}), (b:Cue {id: row.b}) "
                 "CREATE (a)-[:RelatesTo {relation: row.relation, engram_id: row.engram, "
@@ -286,6 +336,39 @@ class GraphWrites:
             absent += [a for a in maybe if frozenset((a.source_id, a.target_id)) not in done]
         if not absent:
             return
+        if copy.worth_it(absent):  # an import's batch: one COPY, not a query per source
+            created = self._copy_associations(absent)
+        else:
+            created = self._create_associations(absent)
+        for x, y in created:
+            self.fresh.record(x, rel, y)
+            self.fresh.record(y, rel, x)
+
+    def _copy_associations(self, absent: list[Association]) -> list[tuple[str, str]]:
+        """New AssociatedWith edges by one COPY; pairs with a missing end are skipped, as the
+        row-by-row path skips them (a COPY would fail on them)."""
+        ends = sorted({end for a in absent for end in (a.source_id, a.target_id)})
+        present = {
+            row[0] for row in self.db.run("MATCH (e:Engram) WHERE e.id IN $ids RETURN e.id", {"ids": ends})
+        }
+        rows = [
+            {
+                "a": a.source_id,
+                "b": a.target_id,
+                "strength": float(a.strength),
+                "relation_type": a.relation_type,
+                "created_at": to_db(a.created_at),
+            }
+            for a in absent
+            if a.source_id in present and a.target_id in present
+        ]
+        if rows:
+            copy.copy_rows(self.db.run, "AssociatedWith", rows, ends=("a", "b"))
+        return [
+            (a.source_id, a.target_id) for a in absent if a.source_id in present and a.target_id in present
+        ]
+
+    def _create_associations(self, absent: list[Association]) -> list[tuple[str, str]]:
         # Grouped by source: a primary-key lookup for it, then one UNWIND over its targets
         # (~2-4 ms at 10k engrams; matching both ends inside the UNWIND hash-joins the table twice).
         by_source: dict[str, list[dict[str, Any]]] = {}
@@ -301,6 +384,4 @@ class GraphWrites:
                 "created_at: row.at}]->(y) RETURN x.id, y.id",
                 {"a": source, "rows": rows},
             )
-        for x, y in created:
-            self.fresh.record(x, rel, y)
-            self.fresh.record(y, rel, x)
+        return [(x, y) for x, y in created]

@@ -100,6 +100,8 @@ class Connection:
             try:
                 if not params:
                     return self._conn.execute(query).get_all()
+                if query.startswith("COPY "):  # an Arrow table: Kuzu binds it by its type, at execute
+                    return self._conn.execute(query, params).get_all()
                 statement = self._prepared.get(query)
                 if statement is None:
                     statement = self._module.PreparedStatement(self._conn, query)

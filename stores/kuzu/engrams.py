@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from smriti.stores.base import NO_CLUSTER, Engram, EngramState, check_dims, check_update, coerce_field
-from smriti.stores.kuzu import schema
+from smriti.stores.kuzu import copy, schema
 from smriti.stores.kuzu.connection import Connection, locked
 from smriti.stores.kuzu.rows import EngramRows
 from smriti.stores.kuzu.schema import ENGRAM_RETURN, from_db, to_db
@@ -47,6 +47,25 @@ class EngramTable:
         if self._count is not None:
             self._count += 1
         self.rows.put(schema.engram_from_row([params[name] for name in schema.ENGRAM_COLUMNS]))
+
+    @locked
+    def create_many(self, engrams: Sequence[Engram], bulk: bool) -> None:
+        """Insert new engrams; ``bulk``: one ``COPY`` from an Arrow table (see stores/kuzu/copy.py)
+        when pyarrow is installed and the batch is large enough. An existing id raises StoreError
+        and, in the COPY, writes none of the batch."""
+        if not bulk or len(engrams) < copy.COPY_MIN or copy.arrow() is None:
+            for engram in engrams:
+                self.create(engram)
+            return
+        for engram in engrams:
+            check_dims(engram.embedding, self.dims, f"the embedding of engram {engram.id}")
+        params = [schema.engram_params(engram) for engram in engrams]
+        columns = copy.table_columns(self.db.run, "Engram")
+        self.db.run("COPY Engram FROM $rows", {"rows": copy.table_of(columns, params)})
+        if self._count is not None:
+            self._count += len(engrams)
+        for row in params:
+            self.rows.put(schema.engram_from_row([row[name] for name in schema.ENGRAM_COLUMNS]))
 
     def get(self, ids: Sequence[str]) -> list[Engram]:
         with self.db.lock:

@@ -126,6 +126,7 @@ class KuzuStore(StoreBase):
     all_associations = handed("reads", GraphReads.all_associations)
     upsert_cues = handed("writes", GraphWrites.upsert_cues)
     link_cue_ids = handed("writes", GraphWrites.link_cue_ids)
+    link_many = handed("writes", GraphWrites.link_many)
     add_cooccurrences = handed("writes", GraphWrites.add_cooccurrences)
     weaken_cooccurrences = handed("writes", GraphWrites.weaken_cooccurrences)
     add_relations = handed("writes", GraphWrites.add_relations)
@@ -234,6 +235,15 @@ class KuzuStore(StoreBase):
         self.engrams.create(engram)
         self.fresh.start(engram.id)
         self.index.added(engram)
+
+    @locked
+    def create_engrams(self, engrams: Sequence[Engram]) -> None:
+        # COPY only into a table without a vector index (a fresh import): whether Kuzu keeps
+        # its HNSW index through a COPY was not established here.
+        self.engrams.create_many(engrams, bulk=not self.index.vector_index)
+        for engram in engrams:
+            self.fresh.start(engram.id)
+            self.index.added(engram)
 
     @locked
     def update_engrams(self, updates: Mapping[str, Mapping[str, Any]]) -> int:

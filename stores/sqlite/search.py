@@ -136,7 +136,9 @@ class SearchIndex:
     def finish(self, on_progress: Callable[[int, int], None] | None = None, poll: float = 0.5) -> None:
         """Load the cache and wait for its HNSW graph to be built (past ANN_THRESHOLD) and
         saved (the thread saves it before it goes idle), so that the next server opens it
-        memory-mapped instead of building it again."""
+        memory-mapped instead of building it again. The caller waits: the build runs at
+        normal priority (see VectorCache.background)."""
+        self.vectors.background = False
         self.warm()
         if not self.vectors.ann_ready and len(self.vectors) < ANN_THRESHOLD:
             return  # exact search below the threshold: nothing to build

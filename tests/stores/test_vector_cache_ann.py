@@ -170,3 +170,42 @@ def test_a_rare_memory_type_is_scored_exactly_among_the_indexed() -> None:
     exact.load(rows)
     for query in _vectors(5, seed=5):
         assert approximate.search(query, 5, "procedural") == exact.search(query, 5, "procedural")
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_the_build_uses_every_core_and_a_waiting_caller_builds_at_normal_priority(
+    monkeypatch, background
+) -> None:
+    """The graph is built by usearch on all the process's cores (threads passed explicitly), at
+    nice 19 for a serving process and at the caller's priority for ``smriti import``, and its
+    answers agree with exact search either way."""
+    import os
+
+    from usearch.index import Index
+
+    from smriti.stores import vectors as vectors_module
+
+    seen: list[tuple[int, int]] = []
+    add = Index.add
+
+    def spied(self, keys, vectors, **options):
+        seen.append((options.get("threads", 0), os.getpriority(os.PRIO_PROCESS, 0)))
+        return add(self, keys, vectors, **options)
+
+    monkeypatch.setattr(Index, "add", spied)
+    cores = len(os.sched_getaffinity(0))
+    vectors = _vectors(5000)
+    rows = _rows(vectors)
+    cache = _cache()
+    cache.background = background
+    cache.load(rows)
+    assert cache.wait_idle(60) and cache.ann_ready
+    threaded = [threads for threads, _ in seen if threads]
+    assert threaded and set(threaded) == {vectors_module.build_threads()} == {cores}
+    assert {nice for _, nice in seen} == ({19} if background else {os.getpriority(os.PRIO_PROCESS, 0)})
+    exact = _cache(threshold=None)
+    exact.load(rows)
+    hits = 0
+    for query in _vectors(40, seed=7):
+        hits += len({i for i, _ in exact.search(query, 10)} & {i for i, _ in cache.search(query, 10)})
+    assert hits / 400 >= 0.95  # parallel inserts make another graph than serial ones: as good
