@@ -41,7 +41,8 @@ CUE_EMBED_CHUNK = 256
 
 @traced("embed_cues")
 def embed_cues(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """Embed the names of cues that have no embedding yet, at most CUE_EMBED_BATCH per run.
+    """Embed the names of cues that have no embedding yet, at most CUE_EMBED_BATCH per run, when
+    cue aliases are on (CUE_ALIAS_SIMILARITY > 0; off by default).
 
     The store pipeline does not embed cue names: that would cost a store one more embedding
     call (an HTTP round trip, or ~40 ms of the local MiniLM) for cues that are mostly known
@@ -50,6 +51,8 @@ def embed_cues(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict
     reported, not raised: the rest of consolidation has already run, and the next run retries.
     """
     context = runtime.context
+    if context.settings.cue_alias_similarity <= 0:
+        return {"report": {"cue_embeddings": {"embedded": 0, "more": False}}, "_notes": "cue aliases off"}
     budget = context.settings.cue_embed_batch
     embedded = 0
     while embedded < budget:

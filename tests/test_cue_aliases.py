@@ -64,8 +64,11 @@ def synonyms():
     return SynonymEmbeddings()
 
 
+ALIASES_ON = {"cue_alias_similarity": 0.6}  # off by default (below the 2-point rule held out)
+
+
 def test_consolidation_embeds_cue_names_and_recall_follows_an_alias(make_context, synonyms):
-    context = make_context(embedder=synonyms)
+    context = make_context(embedder=synonyms, **ALIASES_ON)
     yoga = _store(context, "Sunday yoga helps me relax")
     _store(context, "The budget review is on Monday")
     # Before consolidation no cue has an embedding: the query's cue matches nothing.
@@ -90,8 +93,17 @@ def _hit(result, engram_id):
     return next((r for r in result["results"] if r["id"] == engram_id), None)
 
 
+def test_with_aliases_off_by_default_consolidation_embeds_no_cue_name(make_context, synonyms):
+    context = make_context(embedder=synonyms)
+    _store(context, "Sunday yoga helps me relax")
+    assert _consolidate(context)["cue_embeddings"] == {"embedded": 0, "more": False}
+    assert context.store.cues_without_embedding(10)
+    _, steps = _recall(context, "how do I destress")
+    assert steps["recognise"]["notes"].endswith("aliases={}")
+
+
 def test_embed_cues_keeps_to_its_budget_and_reports_a_failing_embedder(make_context, synonyms):
-    context = make_context(embedder=synonyms, cue_embed_batch=2)
+    context = make_context(embedder=synonyms, cue_embed_batch=2, **ALIASES_ON)
     _store(context, "pottery class on Tuesday, a hike on the trail on Sunday")
     before = len(context.store.cues_without_embedding(100))
     assert before > 2
@@ -112,7 +124,7 @@ def test_embed_cues_keeps_to_its_budget_and_reports_a_failing_embedder(make_cont
 
 
 def test_alias_index_reloads_when_old_or_invalidated_and_embeds_only_unknown_cues(make_context, synonyms):
-    context = make_context(embedder=synonyms)
+    context = make_context(embedder=synonyms, **ALIASES_ON)
     _store(context, "Sunday yoga helps me relax")
     _consolidate(context)
     now = [0.0]
@@ -146,7 +158,7 @@ def test_alias_index_reloads_when_old_or_invalidated_and_embeds_only_unknown_cue
 
 
 def test_past_exact_cues_an_hnsw_graph_answers_as_the_exact_product_does(make_context):
-    context = make_context()  # hashing: cue names sharing a word are close
+    context = make_context(**ALIASES_ON)  # hashing: cue names sharing a word are close
     for word in WORDS:
         _store(context, f"the {word} review meeting and the {word} plan for the {word} team")
     _consolidate(context)
