@@ -2,8 +2,8 @@
 
 Their types (a landed LLM analysis names them, ``nodes/enrich.py``) and their embeddings:
 consolidation fills the embeddings of cues created without one (``nodes/index.py``), recall's
-alias index reads them all at once (``stores/aliases.py``). Embeddings are written through the
-backend's vector expression (FalkorDB's ``vecf32``), as a cue created with an embedding is.
+alias index reads them all at once (``stores/aliases.py``). Embeddings are written as engrams'
+are, through the backend's vector parameter and expression (FalkorDB's ``vecf32``).
 """
 
 from __future__ import annotations
@@ -31,12 +31,11 @@ class CypherCueFields:
         return [Cue(id=r["id"], name=r["name"], cue_type=r["cue_type"] or "keyword") for r in rows]
 
     def set_cue_embeddings(self, embeddings: Mapping[str, Sequence[float]]) -> None:
-        rows = [{"id": id_, "v": self.graph.check_embedding(v)} for id_, v in sorted(embeddings.items())]
+        rows = [{"id": id_, "v": self.graph.vector_param(v)} for id_, v in sorted(embeddings.items())]
         if rows:
-            # The backend's vector expression of a row field: ``vecf32(row.v)`` on FalkorDB.
-            vector = self.graph.vector_literal("row.v").replace("$", "")
             self.graph.q(
-                f"UNWIND $rows AS row MATCH (c:Cue {{user: $user, id: row.id}}) SET c.embedding = {vector}",
+                "UNWIND $rows AS row MATCH (c:Cue {user: $user, id: row.id}) "
+                f"SET c.embedding = {self.graph.vector_of('row.v')}",
                 rows=rows,
             )
 
