@@ -138,8 +138,10 @@ class AliasIndex:
             self._generation += 1
 
     def _background(self, work: Callable[[], None], name: str) -> None:
+        """Start ``work`` in a daemon thread, remembered for :meth:`wait`; never under ``_lock``."""
         thread = threading.Thread(target=work, name=name, daemon=True)
-        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
 
     def _load(self) -> None:
@@ -174,9 +176,10 @@ class AliasIndex:
         with self._lock:
             loaded_at, space = self._loaded_at, self._space  # a reload started now is for later
             stale = loaded_at is not None and self.clock() - loaded_at > self.refresh_seconds
-            if stale and not self._reloading:
-                self._reloading = True
-                self._background(self._reload, "smriti-cue-vectors")
+            reload = stale and not self._reloading
+            self._reloading = self._reloading or reload
+        if reload:
+            self._background(self._reload, "smriti-cue-vectors")
         if loaded_at is None:
             self._load()
             with self._lock:
@@ -184,9 +187,13 @@ class AliasIndex:
         return space
 
     def wait(self) -> None:
-        """Wait for background reloads and graph builds to end (tests, and closing the store)."""
-        while self._threads:
-            self._threads.pop().join()
+        """Wait for the background reloads and graph builds started so far, and those they start."""
+        while True:
+            with self._lock:
+                if not self._threads:
+                    return
+                thread = self._threads.pop()
+            thread.join()
 
     def aliases(
         self, cues: Sequence[str], embed: Embed, threshold: float, per_cue: int
