@@ -46,7 +46,7 @@ from langgraph.runtime import Runtime
 
 from smriti.errors import ProviderError
 from smriti.nodes.graph_relations import MAX_PATHS, by_entity, entity_relations, relation_entry
-from smriti.nodes.scoring import MAX_HUB_SHARE, idf, shortlist
+from smriti.nodes.scoring import hub_ceiling, idf, shortlist
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.nodes.textsim import candidate_similarity
 from smriti.stores.base import NO_CLUSTER, normalise_cue_name
@@ -115,11 +115,11 @@ def focus(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
     context = runtime.context
     parsed = state.get("parsed", {})
     hints = list(parsed.get("entity_hints", []))
-    weights = (
-        hint_weights(hints, context.store.cue_engram_counts(hints), context.store.count_engrams())
-        if hints
-        else {}
-    )
+    # recognise read how many memories each hint encodes (keyed by the normalised name).
+    recognised = state.get("recognised", {})
+    known = recognised.get("counts", {})
+    counts = {hint: known[name] for hint in hints if (name := normalise_cue_name(hint)) in known}
+    weights = hint_weights(hints, counts, recognised.get("total", 1)) if hints else {}
     intent = str(parsed.get("intent", "general"))
     window = find_time_window(state.get("query", ""), context.clock())
     candidates = []
@@ -219,8 +219,6 @@ def find_seed_cluster(state: RecallState, runtime: Runtime[MemoryContext]) -> di
 # ----------------------------------------------------------------------------- Memory Fabric stages
 # Entity cue types: keywords and tags are words, not things results can share.
 ENTITY_FREE_TYPES = frozenset({"keyword", "tag"})
-# Entities encoding more than this share of all memories (hubs) are too common to cross-reference.
-MAX_SHARED_SHARE = MAX_HUB_SHARE
 # Relations of a result's cross-referenced entities attached to it, at most (Memory Fabric step 5).
 MAX_ENTITY_RELATIONS = 5
 
@@ -297,13 +295,13 @@ def cross_reference_boost(
 
     relevance' = relevance * factor if shared else relevance, where shared = the result's
     entity cues (any cue type but keyword or tag) that also encode at least one other memory
-    (``cue_counts[name] >= 2``) and at most max(2, ``MAX_SHARED_SHARE`` * ``total``) memories:
+    (``cue_counts[name] >= 2``) and is no hub (at most ``scoring.hub_ceiling(total)`` memories):
     an entity in most memories (the user's own name, the two speakers of a conversation)
     corroborates nothing and would boost every result alike. Boosted results are marked
     ``boosted`` and list the shared entities in ``cross_references`` (Memory Fabric step 5).
     Returns copies; the inputs are not changed.
     """
-    ceiling = max(2, int(MAX_SHARED_SHARE * total)) if total else None
+    ceiling = hub_ceiling(total) if total else None
     boosted = []
     for result in results:
         shared = sorted(
