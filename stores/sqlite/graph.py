@@ -212,6 +212,12 @@ class Graph:
         counts = {name: int(n) for name, n in rows}
         return {name: counts[n] for name, n in normalised.items() if n in counts}
 
+    def _drop_cached_cues(self) -> None:
+        """Before a write that changes cached cues: clear the cue cache now (readers that started
+        before keep nothing they read) and again once the write is visible."""
+        self.cue_cache.clear()
+        self.db.after_commit(self.cue_cache.clear)
+
     # -- cue embeddings (alias matching; consolidation fills them) ------------------------------
     def cues_without_embedding(self, limit: int) -> list[Cue]:
         """Up to ``limit`` cues whose embedding is not set, by name."""
@@ -242,9 +248,7 @@ class Graph:
             {normalise_cue_name(name): cue_type for name, cue_type in types.items() if cue_type}.items()
         )
         if rows:
-            # Cached cues carry their type: drop them now and again once the change is visible.
-            self.cue_cache.clear()
-            self.db.after_commit(self.cue_cache.clear)
+            self._drop_cached_cues()  # cached cues carry their type
             self.db.write_many("UPDATE cue SET cue_type = ? WHERE name = ?", [(t, n) for n, t in rows if n])
 
     def cue_vectors(self) -> tuple[list[str], np.ndarray]:
@@ -258,10 +262,7 @@ class Graph:
     def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
         """Delete cues that encode no engram (only among ``names`` when given); their
         CoOccurs/RelatesTo rows go by cascade."""
-        # A deleted cue's rowid may go to the next new cue: drop the cached cues now (readers
-        # that started before keep nothing they read) and again once the delete is visible.
-        self.cue_cache.clear()
-        self.db.after_commit(self.cue_cache.clear)
+        self._drop_cached_cues()  # a deleted cue's rowid may go to the next new cue
         orphan = "NOT EXISTS (SELECT 1 FROM encoded_by x WHERE x.cue = cue.rowid)"
         if names is None:
             return self.db.write(f"DELETE FROM cue WHERE {orphan}").rowcount
