@@ -297,6 +297,12 @@ class Settings(BaseSettings):
     entity_hint_weight: float = Field(
         default=0.2, ge=0, le=1, description="share of relevance that rests on the query's entities"
     )
+    subject_weight: float = Field(
+        default=0.33,
+        ge=0,
+        le=1,
+        description="relevance lost by a memory about another entity than the one the query names",
+    )
     intent_type_weight: float = Field(
         default=0.1, ge=0, le=1, description="relevance lost by a memory type that does not suit the intent"
     )

@@ -83,8 +83,10 @@ ABLATIONS = {
     "- both": {"query_hub_names": False, "context_backward": 1.0},
     "- conversation context (context_weight=0)": {"context_weight": 0.0},
     "- cross-reference boost (boost 1.0)": {"memory_fabric_boost_factor": 1.0},
-    "- query focus (entity, intent and time weights 0)": {
+    "- who a memory is about (subject_weight=0)": {"subject_weight": 0.0},
+    "- query focus (entity, subject, intent and time weights 0)": {
         "entity_hint_weight": 0.0,
+        "subject_weight": 0.0,
         "intent_type_weight": 0.0,
         "time_window_weight": 0.0,
     },

@@ -2,7 +2,8 @@
 
 In pipeline order:
 
-1. :func:`focus`: the parsed query's entity hints, intent and time window as factors on relevance.
+1. :func:`focus`: the parsed query's entity hints, the memory's subject, the intent and time window
+   as factors on relevance.
 2. :func:`rerank`: the optional cross-encoder (``RERANKER``), before the shortlist, whose bounds
    it could otherwise break.
 3. :func:`current_only`: memories a newer one corrected are hidden (``include_superseded``
@@ -18,19 +19,29 @@ In pipeline order:
 **Query focus**: what the parsed query says beyond its words steers relevance.
 ``parse_query`` yields the entities a question names (``entity_hints``), its ``intent`` and,
 when it names a time ("in May 2023", "last week", "yesterday"), a window. The direct branches
-only match words; this step turns the rest into three factors on each candidate's relevance:
+only match words; this step turns the rest into four factors on each candidate's relevance:
 
-    entity = (1 - ENTITY_HINT_WEIGHT) + ENTITY_HINT_WEIGHT * share
-    intent = 1 when the memory's type suits the intent, else 1 - INTENT_TYPE_WEIGHT
-    time   = 1 inside the window (or no window), else 1 - TIME_WINDOW_WEIGHT
-    relevance' = relevance * entity * intent * time
+    entity  = (1 - ENTITY_HINT_WEIGHT) + ENTITY_HINT_WEIGHT * share
+    subject = 1 when the memory is about the one entity the query names, else 1 - SUBJECT_WEIGHT
+    intent  = 1 when the memory's type suits the intent, else 1 - INTENT_TYPE_WEIGHT
+    time    = 1 inside the window (or no window), else 1 - TIME_WINDOW_WEIGHT
+    relevance' = relevance * entity * subject * intent * time
 
 ``share`` is the idf-weighted share of the hinted entities that the memory is linked to as
 cues; only hints the graph knows count, so naming something unknown changes no score. Why
 a factor and not a branch: a question that names a person is about that person, and among
-memories that match its words equally well the ones about that person are the answers (in
-LoCoMo, 96 % of the evidence turns of a question naming one speaker are that speaker's), but
+memories that match its words equally well the ones about that person are the answers, but
 a memory that matches the words much better should still win.
+
+**The subject.** Being linked to a person is not being about them: "Caroline: Wow, Melanie,
+great painting!" is linked to Melanie as surely as "Melanie: I painted a sunrise", yet of
+the LoCoMo evidence turns of a question naming one speaker, 96 % are that speaker's own (250
+of 260 on the tuning conversations). A memory's subject is the entity cue its text starts
+with (:func:`memory_subject`: a transcript's speaker, the subject of "Alice prefers tea");
+when the query names exactly one entity that is the subject of some candidate, memories with
+another subject or none weigh 1 - SUBJECT_WEIGHT (chosen on conv-26/30: +2.6 R@5 / +2.3
+R@10 there, +3.5 / +2.4 on held-out conversations, bench/RESULTS.md). Two named subjects ("what
+did Caroline and Melanie do together?") or none leave every memory as it was.
 """
 
 from __future__ import annotations
@@ -49,7 +60,7 @@ from smriti.nodes.graph_relations import MAX_PATHS, by_entity, entity_relations,
 from smriti.nodes.scoring import hub_ceiling, idf, shortlist
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.nodes.textsim import candidate_similarity
-from smriti.stores.base import NO_CLUSTER, normalise_cue_name
+from smriti.stores.base import MAX_CUE_NAME, NO_CLUSTER, normalise_cue_name
 from smriti.time_window import TimeWindow, find_time_window
 
 logger = logging.getLogger(__name__)
@@ -83,6 +94,37 @@ def entity_factor(entities: Sequence[str], weights: Mapping[str, float], weight:
     return (1.0 - weight) + weight * share
 
 
+def memory_subject(text: str, entities: Iterable[str], types: Mapping[str, str]) -> str:
+    """The entity a memory is about: the longest of its entity cues (not keywords) that its text
+    starts with as a whole word ("Melanie: ...", "John Smith prefers ..."); "" when none.
+
+    The text's head is normalised as cue names are (lower case, hyphens for spaces), so a
+    multi-word name matches its cue; by the uncached function, as every head is new.
+    """
+    head = normalise_cue_name.__wrapped__(text[: MAX_CUE_NAME + 1])
+    best = ""
+    for name in entities:
+        if len(name) <= len(best) or types.get(name) == "keyword" or not head.startswith(name):
+            continue
+        rest = head[len(name) : len(name) + 1]
+        if not rest or not rest.isalnum():
+            best = name
+    return best
+
+
+def named_subject(hints: Iterable[str], subjects: Iterable[str]) -> str:
+    """The one hinted entity that is among the candidates' ``subjects``; "" when none or several are."""
+    known = set(subjects)
+    named = [h for h in hints if h in known]
+    return named[0] if len(named) == 1 else ""
+
+
+def subject_factor(subject: str, named: str, weight: float) -> float:
+    """1 when the memory's ``subject`` is the entity the query ``named`` (or it named none),
+    else 1 - weight."""
+    return 1.0 if not named or subject == named else 1.0 - weight
+
+
 def intent_factor(memory_type: str, intent: str, weight: float) -> float:
     """1 when ``memory_type`` suits ``intent`` (or the intent prefers no type), else 1 - weight."""
     suits = INTENT_TYPES.get(intent)
@@ -97,13 +139,16 @@ def time_factor(moment: datetime, window: TimeWindow | None, weight: float) -> f
 def focus_factors(
     candidate: Candidate,
     hints: Mapping[str, float],
+    subject: tuple[str, str],
     intent: str,
     window: TimeWindow | None,
     settings: Any,
 ) -> dict[str, float]:
-    """The candidate's three factors (for ``explain``: ``focus_entity``, ``focus_intent``, ``focus_time``)."""
+    """The candidate's four factors (for ``explain``: ``focus_entity``, ``focus_subject``,
+    ``focus_intent``, ``focus_time``); ``subject`` is (the memory's subject, the one the query names)."""
     return {
         "entity": entity_factor(candidate.entities, hints, settings.entity_hint_weight),
+        "subject": subject_factor(*subject, settings.subject_weight),
         "intent": intent_factor(candidate.memory_type, intent, settings.intent_type_weight),
         "time": time_factor(candidate.created_at, window, settings.time_window_weight),
     }
@@ -111,7 +156,7 @@ def focus_factors(
 
 @traced("focus")
 def focus(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """Scale each candidate's relevance by its entity, intent and time factors (see the module)."""
+    """Scale each candidate's relevance by its entity, subject, intent and time factors (see the module)."""
     context = runtime.context
     parsed = state.get("parsed", {})
     hints = list(parsed.get("entity_hints", []))
@@ -122,10 +167,16 @@ def focus(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
     weights = hint_weights(hints, counts, recognised.get("total", 1)) if hints else {}
     intent = str(parsed.get("intent", "general"))
     window = find_time_window(state.get("query", ""), context.clock())
+    everything = state.get("candidates", [])
+    subjects = {}
+    if weights and context.settings.subject_weight > 0:
+        subjects = {c.id: memory_subject(c.text, c.entities, c.entity_types) for c in everything}
+    named = named_subject(weights, subjects.values())
     candidates = []
-    for candidate in state.get("candidates", []):
+    for candidate in everything:
         item = candidate.copy()
-        item.focus = focus_factors(item, weights, intent, window, context.settings)
+        subject = (subjects.get(item.id, ""), named)
+        item.focus = focus_factors(item, weights, subject, intent, window, context.settings)
         for factor in item.focus.values():
             item.relevance *= factor
         candidates.append(item)
@@ -133,7 +184,7 @@ def focus(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
     return {
         "candidates": candidates,
         "_candidates": trace_scores(candidates),
-        "_notes": f"entities={sorted(weights)} intent={intent} window={window}",
+        "_notes": f"entities={sorted(weights)} subject={named or '-'} intent={intent} window={window}",
     }
 
 

@@ -10,7 +10,14 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from smriti.errors import InvalidInput
-from smriti.nodes.refine import entity_factor, intent_factor, time_factor
+from smriti.nodes.refine import (
+    entity_factor,
+    intent_factor,
+    memory_subject,
+    named_subject,
+    subject_factor,
+    time_factor,
+)
 from smriti.pipelines.recall import recall_graph
 from smriti.pipelines.store import store_graph
 from smriti.time_window import find_time_window
@@ -84,6 +91,23 @@ def test_factors():
     assert time_factor(datetime(2023, 6, 1, tzinfo=UTC), None, 0.5) == 1.0
 
 
+def test_a_memory_s_subject_is_the_entity_its_text_starts_with():
+    people = {"john": "person", "john-smith": "person", "tea": "keyword", "melanie": "person"}
+    assert memory_subject("John Smith: hi there", ["john", "john-smith"], people) == "john-smith"
+    assert memory_subject("John prefers tea", ["john", "tea"], people) == "john"
+    assert memory_subject("Melanie's kids love the beach", ["melanie"], people) == "melanie"
+    assert memory_subject("Johnny: hi", ["john"], people) == ""  # a whole word, not a prefix
+    assert memory_subject("Tea is better green", ["tea"], people) == ""  # keywords are no subject
+    assert memory_subject("I told Melanie", ["melanie"], people) == ""
+    assert memory_subject("Melanie", ["melanie"], people) == "melanie"
+    assert named_subject(["melanie", "lake"], ["melanie", "", "caroline"]) == "melanie"
+    assert named_subject(["melanie", "caroline"], ["melanie", "caroline"]) == ""  # two: no subject
+    assert named_subject(["lake"], ["melanie"]) == ""
+    assert subject_factor("melanie", "melanie", 0.33) == 1.0
+    assert subject_factor("caroline", "melanie", 0.33) == pytest.approx(0.67)
+    assert subject_factor("caroline", "", 0.33) == 1.0
+
+
 def test_occurred_at_is_checked():
     assert check_occurred_at("") is None
     assert check_occurred_at("2023-05-08") == datetime(2023, 5, 8, tzinfo=UTC)
@@ -125,6 +149,30 @@ def test_a_named_person_ranks_their_memories_first(make_context):
     result, _ = _recall(context, "When did Caroline go to the pottery class?")
     flat = {r["id"]: r["components"]["focus_entity"] for r in result["results"]}
     assert flat[mine] == flat[other] == 1.0
+
+
+def test_memories_about_the_named_person_outrank_those_that_mention_them(make_context):
+    """Both memories are linked to Melanie and match the words; the one she is the subject of
+    wins, unless the query names two subjects or the weight is 0."""
+    context = make_context(entity_hint_weight=0.0, subject_weight=0.33)
+    hers = _store(context, "Melanie: we went camping at the lake with the kids last summer")
+    about_her = _store(context, "Caroline: Melanie, camping at the lake with the kids sounds lovely")
+    for i in range(10):
+        _store(context, f"Jon: chatter {i} about football and the weather")
+    result, trace = _recall(context, "Where did Melanie go camping with the kids?")
+    factor = {r["id"]: r["components"]["focus_subject"] for r in result["results"]}
+    ids = [r["id"] for r in result["results"]]
+    assert ids.index(hers) < ids.index(about_her)
+    assert factor[hers] == 1.0 and factor[about_her] == pytest.approx(0.67)
+    assert "subject=melanie" in trace["focus"]["notes"]
+
+    result, trace = _recall(context, "Did Melanie and Caroline go camping with the kids?")
+    assert {r["components"]["focus_subject"] for r in result["results"]} == {1.0}
+    assert "subject=-" in trace["focus"]["notes"]
+
+    context.settings = context.settings.model_copy(update={"subject_weight": 0.0})
+    result, _ = _recall(context, "Where did Melanie go camping with the kids?")
+    assert {r["components"]["focus_subject"] for r in result["results"]} == {1.0}
 
 
 def test_a_time_window_raises_what_happened_then(make_context):
