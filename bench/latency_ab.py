@@ -31,26 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import data_dir
+from bench.scale_mcp import server_env  # the scale benchmark's server settings, SQLite named
 
 MODES = ("recall", "search", "list")
 LIMIT = 10
-
-
-def server_env(storage: Path, user: str, dims: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
-    return {
-        **env,
-        "STORAGE_LOCATION": str(storage),
-        "ACCESSING_USER": user,
-        "EMBEDDING_DIMS": str(dims),
-        "LLM_PROVIDER": "heuristic",
-        "EMBEDDING_PROVIDER": "hashing",
-        "CONSOLIDATION_INTERVAL": "0",
-        "BACKUP_TYPE": "none",
-        "LOG_LEVEL": "WARNING",
-        "SMRITI_SHARED": "false",
-        "DB_TYPE": "sqlite",
-    }
 
 
 async def measure(
@@ -70,7 +54,7 @@ async def measure(
             params = StdioServerParameters(
                 command=str(checkout / ".venv" / "bin" / "python"),
                 args=["-m", "smriti.server"],
-                env=server_env(stores[side], args.user, args.dims),
+                env={**server_env(stores[side], args.dims, args.user, None), "DB_TYPE": "sqlite"},
                 cwd=str(checkout),
             )
             errlog = stack.enter_context((stores[side] / "server.log").open("a"))
