@@ -249,6 +249,9 @@ def test_link_cues_of_and_engrams_by_cues_ranking(store):
     hits = store.engrams_by_cues(["Python", "database", "unknown"], 10)
     assert [h.engram_id for h in hits] == ["e1", "e2", "e3"]  # most cues first, then id
     assert set(hits[0].cues) == {"python", "database"}
+    # A limit inside a tie of one cue each: the tied engrams by id.
+    assert [h.engram_id for h in store.engrams_by_cues(["database"], 1)] == ["e1"]
+    assert [h.engram_id for h in store.engrams_by_cues(["python"], 1)] == ["e1"]
     assert hits[1].cues == ("python",)
     assert [h.engram_id for h in store.engrams_by_cues(["python", "database"], 2)] == ["e1", "e2"]
     assert store.engrams_by_cues(["unknown"], 10) == []
