@@ -82,6 +82,37 @@ def falkor_server() -> Iterator[tuple[Any, int]]:
                 process.terminate()
 
 
+@pytest.fixture
+def falkor(falkor_server, settings):
+    """(client, settings, graph token, open_store(user, **setting_overrides)) of FalkorDB
+    stores of DIMS dimensions; every graph whose name has the token is dropped after."""
+    from smriti.stores.cypher.falkordb import open_falkordb
+
+    client, port = falkor_server
+    token = uuid.uuid4().hex[:10]
+    cfg = settings.model_copy(
+        update={
+            "db_type": "falkordb",
+            "embedding_dims": DIMS,
+            "falkor_graph": f"falkor_test_{token}",
+            "falkor_addr": f"127.0.0.1:{port}",
+        }
+    )
+    opened = []
+
+    def open_store(user, **overrides):
+        store = open_falkordb(cfg.model_copy(update=overrides), user, client=client)
+        opened.append(store)
+        return store
+
+    yield client, cfg, token, open_store
+    for store in opened:
+        store.close()
+    for graph in client.list_graphs():
+        if token in graph:
+            client.select_graph(graph).delete()
+
+
 @dataclass
 class Backend:
     """A backend under test: ``open(name)`` opens (and remembers) a user's store.

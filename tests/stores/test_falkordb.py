@@ -14,34 +14,6 @@ from smriti.stores.cypher.falkordb import open_falkordb
 DIMS = 16
 
 
-@pytest.fixture
-def falkor(falkor_server, settings):
-    """(client, settings, graph token); every graph whose name has the token is dropped after."""
-    client, port = falkor_server
-    token = uuid.uuid4().hex[:10]
-    cfg = settings.model_copy(
-        update={
-            "db_type": "falkordb",
-            "embedding_dims": DIMS,
-            "falkor_graph": f"falkor_test_{token}",
-            "falkor_addr": f"127.0.0.1:{port}",
-        }
-    )
-    opened = []
-
-    def open_store(user, **overrides):
-        store = open_falkordb(cfg.model_copy(update=overrides), user, client=client)
-        opened.append(store)
-        return store
-
-    yield client, cfg, token, open_store
-    for store in opened:
-        store.close()
-    for graph in client.list_graphs():
-        if token in graph:
-            client.select_graph(graph).delete()
-
-
 def _populate(store, prefix: str) -> None:
     rng = np.random.default_rng(len(prefix))
     for i in range(3):
