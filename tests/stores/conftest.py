@@ -82,6 +82,12 @@ def falkor_server() -> Iterator[tuple[Any, int]]:
                 process.terminate()
 
 
+def _falkor_settings(settings: Settings, port: int, graph: str, **more: Any) -> Settings:
+    """Settings of a FalkorDB store on the test server's TCP port, in graph ``graph``."""
+    update = {"db_type": "falkordb", "falkor_graph": graph, "falkor_addr": f"127.0.0.1:{port}", **more}
+    return settings.model_copy(update=update)
+
+
 @pytest.fixture
 def falkor(falkor_server, settings):
     """(client, settings, graph token, open_store(user, **setting_overrides)) of FalkorDB
@@ -90,14 +96,7 @@ def falkor(falkor_server, settings):
 
     client, port = falkor_server
     token = uuid.uuid4().hex[:10]
-    cfg = settings.model_copy(
-        update={
-            "db_type": "falkordb",
-            "embedding_dims": DIMS,
-            "falkor_graph": f"falkor_test_{token}",
-            "falkor_addr": f"127.0.0.1:{port}",
-        }
-    )
+    cfg = _falkor_settings(settings, port, f"falkor_test_{token}", embedding_dims=DIMS)
     opened = []
 
     def open_store(user, **overrides):
@@ -189,14 +188,7 @@ def _falkor_backend(name: str, settings: Settings, server: tuple[Any, int]) -> B
     client, port = server
     token = uuid.uuid4().hex[:10]
     isolation = "graph" if name == "falkordb-graph" else "tenant"
-    cfg = settings.model_copy(
-        update={
-            "db_type": "falkordb",
-            "falkor_isolation": isolation,
-            "falkor_graph": f"smriti_test_{token}",
-            "falkor_addr": f"127.0.0.1:{port}",
-        }
-    )
+    cfg = _falkor_settings(settings, port, f"smriti_test_{token}", falkor_isolation=isolation)
     if name == "falkordb-tcp":
         factory = make_store
     else:

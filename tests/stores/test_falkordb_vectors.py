@@ -25,6 +25,15 @@ def _vectors(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).normal(size=(n, DIMS)).astype(np.float32)
 
 
+def _alice_with(open_store, prefix: str, n: int, seed: int):
+    """Alice's store holding ``n`` engrams ``{prefix}0``... with random vectors; (store, vectors)."""
+    store, vectors = open_store("alice"), _vectors(n, seed)
+    store.create_engrams(
+        [Engram(id=f"{prefix}{i}", content=f"note {i}", embedding=v) for i, v in enumerate(vectors)]
+    )
+    return store, vectors
+
+
 def _cosines(query: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     return (matrix @ query) / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query))
 
@@ -145,15 +154,11 @@ def test_vector_search_finds_what_numpy_finds_within_the_user_and_memory_type(fa
 
 def test_reinforcing_and_decaying_touch_no_vector_and_change_no_search(falkor):
     client, cfg, _, open_store = falkor
-    store = open_store("alice")
-    vectors = _vectors(30, 6)
-    store.create_engrams(
-        [Engram(id=f"m{i:02d}", content=f"memory {i}", embedding=v) for i, v in enumerate(vectors)]
-    )
+    store, _ = _alice_with(open_store, "m", 30, 6)
     store.ensure_indexes(0)
     queries = _vectors(5, 7)
     before = [store.vector_search(q, 5) for q in queries]
-    ids = [f"m{i:02d}" for i in range(30)]
+    ids = [f"m{i}" for i in range(30)]
     store.reinforce(ids, NOW, 0.05)
     store.update_engrams(
         {i: {"decay_factor": 0.5, "cluster_id": 3} for i in ids}
@@ -171,11 +176,7 @@ def test_reinforcing_and_decaying_touch_no_vector_and_change_no_search(falkor):
 
 def test_recall_rows_send_the_cosine_instead_of_the_embedding(falkor):
     _, _, _, open_store = falkor
-    store = open_store("alice")
-    vectors = _vectors(3, 8)
-    store.create_engrams(
-        [Engram(id=f"v{i}", content=f"vector {i}", embedding=v) for i, v in enumerate(vectors)]
-    )
+    store, vectors = _alice_with(open_store, "v", 3, 8)
     store.create_engram(Engram(id="plain", content="no embedding"))
     query = _vectors(1, 9)[0]
     rows = store.recall_rows(["v2", "plain", "missing", "v0", "v1"], query)
@@ -187,7 +188,7 @@ def test_recall_rows_send_the_cosine_instead_of_the_embedding(falkor):
     assert {r.similarity for r in store.recall_rows(["v0", "v1"], np.zeros(DIMS))} == {
         0.0
     }  # as recall's cosine
-    assert rows[2].engram.content == "vector 0"
+    assert rows[2].engram.content == "note 0"
     # Without a query: the embeddings, as on every backend.
     [row] = store.recall_rows(["v1"])
     assert row.similarity is None and np.array_equal(row.vector, vectors[1])
@@ -195,11 +196,7 @@ def test_recall_rows_send_the_cosine_instead_of_the_embedding(falkor):
 
 def test_forgetting_an_engram_takes_its_vector_along(falkor):
     client, cfg, _, open_store = falkor
-    store = open_store("alice")
-    vectors = _vectors(3, 10)
-    store.create_engrams(
-        [Engram(id=f"f{i}", content=f"forget {i}", embedding=v) for i, v in enumerate(vectors)]
-    )
+    store, vectors = _alice_with(open_store, "f", 3, 10)
     store.ensure_indexes(0)
     assert store.delete_engram("f1") is True
     graph = client.select_graph(cfg.falkor_graph)
