@@ -255,15 +255,21 @@ class FalkorDBConnection(CypherConnection):
         return {row["label"]: {prop: list(kinds) for prop, kinds in row["types"].items()} for row in rows}
 
     def _label_indexes(self) -> dict[str, tuple[dict[str, list[str]], bool]]:
-        """label -> (property -> index kinds, whether the label's index is OPERATIONAL, not filling)."""
+        """label -> (property -> index kinds, whether the label's index is OPERATIONAL, not filling).
+
+        While a field is being added, FalkorDB lists a label twice: the index being built (with
+        the new field, UNDER CONSTRUCTION) and the one still answering (OPERATIONAL, without
+        it). The rows are merged: the fields of both, operational only once none is filling
+        (reading the second row alone once made an import end while its indexes still filled).
+        """
         rows = self.run("CALL db.indexes() YIELD label, types, status RETURN label, types, status")
-        return {
-            row["label"]: (
-                {prop: list(kinds) for prop, kinds in row["types"].items()},
-                "UNDER CONSTRUCTION" not in str(row["status"]),
-            )
-            for row in rows
-        }
+        found: dict[str, tuple[dict[str, list[str]], bool]] = {}
+        for row in rows:
+            types, operational = found.get(row["label"], ({}, True))
+            for prop, kinds in row["types"].items():
+                types[prop] = sorted({*types.get(prop, ()), *kinds})
+            found[row["label"]] = (types, operational and "UNDER CONSTRUCTION" not in str(row["status"]))
+        return found
 
     def _await_index(self, label: str) -> None:
         """Wait until ``label``'s index has taken every node: FalkorDB fills a new index (and

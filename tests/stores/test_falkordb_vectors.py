@@ -242,3 +242,16 @@ def test_recall_ranks_the_same_with_server_cosines_as_with_shipped_embeddings(
     assert [[i for i, _ in r] for r in shipped] == [[i for i, _ in r] for r in server]
     for got, want in zip(shipped, server, strict=True):
         assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-5)
+
+
+def test_ensure_indexes_returns_once_every_index_has_taken_every_engram(falkor):
+    """While a field is added to a label's index, FalkorDB lists the label twice (the index being
+    built and the one still answering); reading only the operational row once let an import end
+    with its full-text index still filling."""
+    client, cfg, _, open_store = falkor
+    store, _ = _alice_with(open_store, "n", 3000, 11)
+    assert store.ensure_indexes(0) == {"vector_index": True, "fulltext_index": True}
+    graph = client.select_graph(cfg.falkor_graph)
+    statuses = [row[0] for row in graph.query("CALL db.indexes() YIELD status RETURN status").result_set]
+    assert statuses and all(status == "OPERATIONAL" for status in statuses)
+    assert len(store.fulltext_search("note", 5000)) == 3000
