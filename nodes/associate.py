@@ -35,7 +35,6 @@ from langgraph.runtime import Runtime
 
 from smriti.nodes.candidates import (
     best_with_ties,
-    fill_similarity,
     load_candidates,
     query_vector,
     score_relevance,
@@ -71,9 +70,8 @@ def activate(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, A
     by_score = sorted(graph, key=lambda e: (-graph[e], e))
     reached = [e for e in by_score if e not in known][: settings.activation_new]
     query = query_vector(state)
-    new = load_candidates(context, sorted(reached), {}, state.get("memory_type"))
+    new = load_candidates(context, sorted(reached), {}, state.get("memory_type"), query)
     for candidate in new:
-        fill_similarity(candidate, query)
         candidate.origins = ["graph"]
     everything = [c.copy() for c in candidates] + new
     ranked = {**state.get("branch_scores", {}), "graph": [graph[e] for e in by_score]}
@@ -133,8 +131,7 @@ def conversation_context(state: RecallState, runtime: Runtime[MemoryContext]) ->
     by_id = {c.id: c for c in candidates}
     missing = sorted(n for n in passed if n not in by_id)
     query = query_vector(state)
-    for candidate in load_candidates(context, missing, {}, state.get("memory_type")):
-        fill_similarity(candidate, query)
+    for candidate in load_candidates(context, missing, {}, state.get("memory_type"), query):
         candidate.origins = []
         by_id[candidate.id] = candidate
         candidates.append(candidate)
@@ -186,10 +183,9 @@ def multi_hop(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
                     if passed > reached.get(there, (-1.0, "", 0.0))[0]:
                         reached[there] = (passed, here, edge.strength)
         widest = sorted(reached, key=lambda i: (-reached[i][0], i))[:HOP_WIDTH]
-        new = load_candidates(context, sorted(widest), {}, state.get("memory_type"))
+        new = load_candidates(context, sorted(widest), {}, state.get("memory_type"), query)
         for candidate in new:
             _, via, strength = reached[candidate.id]
-            fill_similarity(candidate, query)
             score_relevance(candidate, state.get("branch_scores", {}), state["mode"], context.fusion)
             candidate.hops, candidate.via, candidate.origins = depth, via, ["hop"]
             candidate.relevance = hop_relevance(candidate.relevance, known[via].relevance, strength)

@@ -20,15 +20,22 @@ SIGNALS = {"similarity": "similarity", "text": "text_score", "cue": "cue_score",
 
 
 def load_candidates(
-    context: MemoryContext, ids: list[str], hits: dict[str, Hit], memory_type: str | None
+    context: MemoryContext,
+    ids: list[str],
+    hits: dict[str, Hit],
+    memory_type: str | None,
+    query: np.ndarray | None = None,
 ) -> list[Candidate]:
     """Engrams with their cues as candidates (embeddings as float32 arrays), dropping other
-    memory types."""
-    return [
-        Candidate.from_engram(row.engram, row.cues, hits.get(row.engram.id), row.vector)
-        for row in context.store.recall_rows(ids)
-        if memory_type is None or row.engram.memory_type == memory_type
-    ]
+    memory types; with the ``query`` embedding, each one's similarity is filled in too
+    (:func:`fill_similarity`: the store may have computed it instead of sending the embedding)."""
+    candidates = []
+    for row in context.store.recall_rows(ids, query):
+        if memory_type is None or row.engram.memory_type == memory_type:
+            candidate = Candidate.from_engram(row.engram, row.cues, hits.get(row.engram.id), row.vector)
+            fill_similarity(candidate, query, row.similarity)
+            candidates.append(candidate)
+    return candidates
 
 
 def query_vector(state: RecallState) -> np.ndarray | None:
@@ -37,9 +44,18 @@ def query_vector(state: RecallState) -> np.ndarray | None:
     return None if embedding is None else np.asarray(embedding, dtype=np.float32)
 
 
-def fill_similarity(candidate: Candidate, query_embedding: Sequence[float] | np.ndarray | None) -> None:
-    """Similarity for hits found without the vector branch, so every candidate has all signals."""
-    if query_embedding is not None and candidate.embedding is not None and "vector" not in candidate.origins:
+def fill_similarity(
+    candidate: Candidate,
+    query_embedding: Sequence[float] | np.ndarray | None,
+    computed: float | None = None,
+) -> None:
+    """Similarity for hits found without the vector branch, so every candidate has all signals:
+    the cosine the store ``computed`` with the query when it did, else that of the embeddings."""
+    if query_embedding is None or "vector" in candidate.origins:
+        return
+    if computed is not None:
+        candidate.similarity = max(0.0, computed)
+    elif candidate.embedding is not None:
         candidate.similarity = max(0.0, cosine(query_embedding, candidate.embedding))
 
 

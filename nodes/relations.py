@@ -32,7 +32,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from smriti.nodes.candidates import fill_similarity, load_candidates, query_vector, score_relevance
+from smriti.nodes.candidates import load_candidates, query_vector, score_relevance
 from smriti.nodes.graph_relations import MAX_PATHS
 from smriti.nodes.scoring import hub_ceiling
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
@@ -216,12 +216,11 @@ def relation_traverse(state: RecallState, runtime: Runtime[MemoryContext]) -> di
         reached.memories() - set(known),
         key=lambda i: (i not in reached.facts, len(reached.paths(i)[0]), i),
     )
-    new = load_candidates(context, fresh[: settings.relation_new], {}, state.get("memory_type"))
     query = query_vector(state)
+    new = load_candidates(context, fresh[: settings.relation_new], {}, state.get("memory_type"), query)
     for candidate in new:
         paths = reached.paths(candidate.id)
         depth = len(paths[0])
-        fill_similarity(candidate, query)
         score_relevance(candidate, state.get("branch_scores", {}), state["mode"], context.fusion)
         candidate.relevance = max(candidate.relevance, best * weight**depth)
         candidate.hops, candidate.origins = depth, ["relation"]

@@ -18,7 +18,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from smriti.nodes.candidates import SIGNALS, fill_similarity, load_candidates, query_vector, score_relevance
+from smriti.nodes.candidates import SIGNALS, load_candidates, query_vector, score_relevance
 from smriti.nodes.scoring import cue_score, hub_ceiling, idf, recency
 from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState, trace_scores, traced
 from smriti.stores.aliases import AliasIndex
@@ -262,10 +262,8 @@ def branch_scores(candidates: Iterable[Candidate]) -> dict[str, list[float]]:
 def gather(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Load the engrams the branches hit and fuse their signals into one relevance."""
     hits = state.get("hits", {})
-    candidates = load_candidates(runtime.context, sorted(hits), hits, state.get("memory_type"))
     query = query_vector(state)
-    for candidate in candidates:
-        fill_similarity(candidate, query)
+    candidates = load_candidates(runtime.context, sorted(hits), hits, state.get("memory_type"), query)
     ranked = branch_scores(candidates)
     for candidate in candidates:
         score_relevance(candidate, ranked, state["mode"], runtime.context.fusion)

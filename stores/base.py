@@ -322,11 +322,16 @@ class RecallRow:
     cosines on arrays, and a list of 1,536 Python floats per candidate cost more than the
     rest of loading it. ``engram.embedding`` may be None even when ``vector`` is not (the
     SQLite store skips building the list); read the vector. ``cues`` carry name and type.
+
+    ``similarity`` is the cosine of the embedding with the query ``recall_rows`` was given,
+    when the store computed it (None: not computed, or no embedding). A store that computes it
+    may leave ``vector`` None (FalkorDB does so instead of sending the embedding).
     """
 
     engram: Engram
     vector: np.ndarray | None
     cues: list[Cue]
+    similarity: float | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -580,12 +585,16 @@ class GraphStore(Protocol):
         ...
 
     def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]: ...
-    def recall_rows(self, ids: Sequence[str]) -> list[RecallRow]:
+    def recall_rows(
+        self, ids: Sequence[str], query: Sequence[float] | np.ndarray | None = None
+    ) -> list[RecallRow]:
         """Engrams with these ids (given order, missing ones skipped), each with its embedding
         as a float32 array and its cues: what recall loads for its candidates.
 
-        :class:`StoreBase` derives it from ``get_engrams`` and ``cues_of``; a backend may
-        read it more cheaply (SQLite decodes the embedding BLOB straight into the array).
+        ``query`` is the recall's query embedding: a backend may answer each row's cosine with
+        it (``RecallRow.similarity``) instead of its embedding. :class:`StoreBase` derives the
+        rows from ``get_engrams`` and ``cues_of``; a backend may read them more cheaply (SQLite
+        decodes the embedding BLOB straight into the array, FalkorDB computes the cosine).
         """
         ...
 
@@ -787,8 +796,11 @@ class StoreBase(ABC):
         found = self.get_engrams([engram_id])
         return found[0] if found else None
 
-    def recall_rows(self, ids: Sequence[str]) -> list[RecallRow]:
-        """``get_engrams`` and ``cues_of``, the embedding also as a float32 array."""
+    def recall_rows(
+        self, ids: Sequence[str], query: Sequence[float] | np.ndarray | None = None
+    ) -> list[RecallRow]:
+        """``get_engrams`` and ``cues_of``, the embedding also as a float32 array (no similarity:
+        recall computes it from the vector)."""
         engrams = self.get_engrams(ids)
         cues = self.cues_of([e.id for e in engrams]) if engrams else {}
         return [

@@ -11,10 +11,27 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from smriti.stores.base import EmbeddingMismatchError
 from smriti.stores.cypher.rows import floats
+from smriti.stores.migrations import Migration
+
+
+class EmbeddingJoin(NamedTuple):
+    """Where a query finds the embedding of an engram it has bound (:meth:`CypherConnection.embedding_join`).
+
+    Attributes:
+        clause: Cypher to put after the MATCH that binds the engram ("" when the embedding is a
+            property of the engram); it never drops a row (an engram without one comes back).
+        expression: the embedding there (null when the engram has none).
+        node: the variable the clause binds to a node holding the embedding apart from the
+            engram (deleting the engram must delete it too), or None.
+    """
+
+    clause: str
+    expression: str
+    node: str | None
 
 
 class CypherConnection(ABC):
@@ -52,6 +69,25 @@ class CypherConnection(ABC):
         """A vector (checked plain floats, or None) as this database's query parameter value."""
         return values
 
+    # -- where an engram's embedding lives -------------------------------------------------------
+    # By default on the Engram node itself (Neo4j). FalkorDB keeps it on a node of its own
+    # (falkordb.py says why) and overrides these hooks; the shared store's queries read, write
+    # and delete embeddings only through them.
+    def embedding_join(self, engram: str) -> EmbeddingJoin:
+        """How a query reads the embedding of the engram bound to ``engram`` (see EmbeddingJoin)."""
+        return EmbeddingJoin("", f"{engram}.embedding", None)
+
+    def embedding_create(self, engram: str, value: str) -> str:
+        """A clause storing the vector expression ``value`` (a list of floats or null) as the
+        embedding of the engram ``engram``, just created."""
+        return f"SET {engram}.embedding = {self.vector_of(value)}"
+
+    def cosine_to_query(self, vector: str) -> str | None:
+        """Cypher for the cosine similarity of the vector expression ``vector`` with the vector
+        parameter ``$q``, computed by the database (0 when either is zero, null when ``vector``
+        is), or None: the database sends vectors back and the caller computes it."""
+        return None
+
     def searchable_text(self, var: str) -> str:
         """A clause that runs after the engram ``var``'s content, summary or facts were written,
         keeping a derived property keyword search reads; none by default (Neo4j's full-text
@@ -68,7 +104,12 @@ class CypherConnection(ABC):
 
     @abstractmethod
     def index_vector_call(self) -> tuple[str, Callable[[float], float]]:
-        """(``CALL ... YIELD node, score`` using ``$k`` and ``$q``, score -> cosine function)."""
+        """(``CALL ...`` using ``$k`` and ``$q`` that binds ``e``, the engram of each hit (null
+        if a hit has none), and its ``score``; score -> cosine function)."""
+
+    def migrations(self, graph: UserGraph) -> list[Migration]:
+        """The database's own schema migrations of ``graph``'s user, after the shared ones."""
+        return []
 
     @abstractmethod
     def index_fulltext_call(self, terms: list[str]) -> tuple[str, str]:

@@ -18,10 +18,11 @@ def export_records(graph: UserGraph, reads: CypherGraphReads) -> Iterator[dict[s
     for row in graph.q("MATCH (m:Meta {user: $user}) RETURN m.key AS key, m.value AS value ORDER BY key"):
         yield rec.meta_record(row["key"], row["value"])
     after = ""
+    join = graph.connection.embedding_join("e")
     while True:  # keyset pages: engrams carry their embeddings, so never all in one reply
         rows = graph.q(
-            f"MATCH (e:Engram {{user: $user}}) WHERE e.id > $after RETURN {ENGRAM_COLUMNS}, "
-            "e.embedding AS embedding ORDER BY id LIMIT $page",
+            "MATCH (e:Engram {user: $user}) WHERE e.id > $after WITH e ORDER BY e.id LIMIT $page "
+            f"{join.clause} RETURN {ENGRAM_COLUMNS}, {join.expression} AS embedding ORDER BY id",
             after=after,
             page=EXPORT_PAGE,
         )

@@ -26,6 +26,15 @@ falkordblite 0.11):
   background: ``db.indexes()`` says ``[Indexing] 78/20000: UNDER CONSTRUCTION`` and queries
   see only the nodes indexed so far. An index counts as present once OPERATIONAL, and
   ``ensure_indexes`` waits for that, as Neo4j's ``db.awaitIndex`` does.
+* Setting *any* property of a node re-inserts its vector into the HNSW index (10 engrams of
+  5k: 80 ms with the vector on them, 0.4 ms without; a decay pass over 10k took 192 s). So
+  each engram's embedding lives on a node of its own, ``(:EngramVector {user, id,
+  embedding})``, found by (user, id) through the range index, and the vector index is on that
+  label: reinforcing, decaying or clustering an engram no longer touches its vector. Graphs
+  written with the embedding on the Engram are moved at open (migration
+  ``0002_engram_vectors_apart``).
+* The client parses a returned vector value by value (3.4 ms for 1,536 floats), so recall
+  asks for ``vec.cosineDistance`` with the query instead of the embeddings (cosine_to_query).
 """
 
 from __future__ import annotations
@@ -39,8 +48,9 @@ import numpy as np
 import orjson
 
 from smriti.stores.base import StoreError, validate_user_name
-from smriti.stores.cypher.connection import CypherConnection
+from smriti.stores.cypher.connection import CypherConnection, EmbeddingJoin, UserGraph
 from smriti.stores.cypher.store import CypherGraphStore
+from smriti.stores.migrations import Migration
 from smriti.stores.search import SEARCHED_FIELDS
 
 if TYPE_CHECKING:
@@ -50,8 +60,17 @@ log = logging.getLogger(__name__)
 
 GRAPH_SUFFIX = "_smriti"
 INDEX_WAIT_SECONDS = 300
+# The label of the nodes holding the engrams' embeddings (see the module docstring).
+VECTOR_LABEL = "EngramVector"
+# Engrams whose embeddings one migration query moves (a bounded write: the server is shared).
+MOVE_BATCH = 500
 # Labels and properties of the exact-match indexes (constants), and the unique keys they back.
-_RANGE_INDEXES = (("Engram", ("user", "id")), ("Cue", ("user", "name", "id")), ("Meta", ("user", "key")))
+_RANGE_INDEXES = (
+    ("Engram", ("user", "id")),
+    (VECTOR_LABEL, ("user", "id")),
+    ("Cue", ("user", "name", "id")),
+    ("Meta", ("user", "key")),
+)
 # RediSearch, under FalkorDB's full-text index, splits words at spaces, tabs and punctuation but
 # not at other whitespace (measured: "alpha\nzebra" indexes one token, found by neither word;
 # likewise \r, \v and no-break spaces). The index therefore covers one derived property, the
@@ -63,7 +82,12 @@ _FULLTEXT_FIELDS = (SEARCH_TEXT,)
 _UNSPLIT_SPACES = "".join(c for c in map(chr, range(0x3001)) if c.isspace() and c not in " \t")
 # Edge property indexes: RelatesTo by the engram that stated it (relations_of, forget).
 _EDGE_INDEXES = (("RelatesTo", "engram_id"),)
-_UNIQUE_KEYS = (("Engram", ("user", "id")), ("Cue", ("user", "name")), ("Meta", ("user", "key")))
+_UNIQUE_KEYS = (
+    ("Engram", ("user", "id")),
+    (VECTOR_LABEL, ("user", "id")),
+    ("Cue", ("user", "name")),
+    ("Meta", ("user", "key")),
+)
 
 
 def search_text_expression(var: str) -> str:
@@ -161,38 +185,63 @@ class FalkorDBConnection(CypherConnection):
     def searchable_text(self, var: str) -> str:
         return f"WITH {var} SET {var}.{SEARCH_TEXT} = {search_text_expression(var)}"
 
+    def embedding_join(self, engram: str) -> EmbeddingJoin:
+        clause = f"OPTIONAL MATCH (v:{VECTOR_LABEL} {{user: {engram}.user, id: {engram}.id}})"
+        return EmbeddingJoin(clause, "v.embedding", "v")
+
+    def embedding_create(self, engram: str, value: str) -> str:
+        return (
+            f"CREATE (:{VECTOR_LABEL} {{user: {engram}.user, id: {engram}.id, "
+            f"embedding: {self.vector_of(value)}}})"
+        )
+
+    def cosine_to_query(self, vector: str) -> str | None:
+        # vec.cosineDistance is 1 - cosine in float32, NaN for a zero vector (0 here, as recall's
+        # own cosine), null for a null one; the list binds the distance once.
+        distance = f"vec.cosineDistance({vector}, {self.vector_literal('q')})"
+        return f"[d IN [{distance}] | CASE WHEN d IS NULL THEN null WHEN d = d THEN 1 - d ELSE 0.0 END][0]"
+
     def index_state(self) -> dict[str, bool]:
         # An index still filling answers with the nodes indexed so far: count it only once
         # the label's index is OPERATIONAL, so search falls back to brute force meanwhile.
-        types, operational = self._engram_indexes()
+        indexes = self._label_indexes()
+        vectors, vectors_ready = indexes.get(VECTOR_LABEL, ({}, False))
+        texts, texts_ready = indexes.get("Engram", ({}, False))
         return {
-            "vector": operational and "VECTOR" in types.get("embedding", ()),
-            "fulltext": operational and all("FULLTEXT" in types.get(field, ()) for field in _FULLTEXT_FIELDS),
+            "vector": vectors_ready and "VECTOR" in vectors.get("embedding", ()),
+            "fulltext": texts_ready and all("FULLTEXT" in texts.get(field, ()) for field in _FULLTEXT_FIELDS),
         }
 
     def index_create(self, kind: str, dims: int) -> None:
         if kind == "vector":
-            query = (
-                "CREATE VECTOR INDEX FOR (e:Engram) ON (e.embedding) "
-                "OPTIONS {dimension: $dims, similarityFunction: 'cosine'}"
-            )
-            self._schema_call(query, {"dims": dims})
-        else:
-            types, _ = self._engram_indexes()
-            if any("FULLTEXT" in kinds and name not in _FULLTEXT_FIELDS for name, kinds in types.items()):
-                # Indexed before the derived text: the graph's whole full-text index is rebuilt
-                # (every user's memories, in tenant isolation), after filling the text in.
-                self.run("MATCH (e:Engram) WHERE e.search_text IS NULL " + self.searchable_text("e"))
-                self._schema_call("CALL db.idx.fulltext.drop('Engram')")
-                types = {name: kinds for name, kinds in types.items() if "FULLTEXT" not in kinds}
-            # One call per missing field: naming an already indexed field fails the whole call.
-            for field in _FULLTEXT_FIELDS:
-                if "FULLTEXT" not in types.get(field, ()):
-                    self._schema_call(f"CALL db.idx.fulltext.createNodeIndex('Engram', '{field}')")
-        self._await_engram_index()
+            self._create_vector_index(dims)
+            self._await_index(VECTOR_LABEL)
+            return
+        types, _ = self._label_indexes().get("Engram", ({}, False))
+        if any("FULLTEXT" in kinds and name not in _FULLTEXT_FIELDS for name, kinds in types.items()):
+            # Indexed before the derived text: the graph's whole full-text index is rebuilt
+            # (every user's memories, in tenant isolation), after filling the text in.
+            self.run("MATCH (e:Engram) WHERE e.search_text IS NULL " + self.searchable_text("e"))
+            self._schema_call("CALL db.idx.fulltext.drop('Engram')")
+            types = {name: kinds for name, kinds in types.items() if "FULLTEXT" not in kinds}
+        # One call per missing field: naming an already indexed field fails the whole call.
+        for field in _FULLTEXT_FIELDS:
+            if "FULLTEXT" not in types.get(field, ()):
+                self._schema_call(f"CALL db.idx.fulltext.createNodeIndex('Engram', '{field}')")
+        self._await_index("Engram")
+
+    def _create_vector_index(self, dims: int) -> None:
+        query = (
+            f"CREATE VECTOR INDEX FOR (v:{VECTOR_LABEL}) ON (v.embedding) "
+            "OPTIONS {dimension: $dims, similarityFunction: 'cosine'}"
+        )
+        self._schema_call(query, {"dims": dims})
 
     def index_vector_call(self) -> tuple[str, Callable[[float], float]]:
-        call = "CALL db.idx.vector.queryNodes('Engram', 'embedding', $k, vecf32($q)) YIELD node, score"
+        call = (
+            f"CALL db.idx.vector.queryNodes('{VECTOR_LABEL}', 'embedding', $k, vecf32($q)) YIELD node, score "
+            "OPTIONAL MATCH (e:Engram {user: node.user, id: node.id})"
+        )
         return call, lambda distance: 1.0 - distance
 
     def index_fulltext_call(self, terms: list[str]) -> tuple[str, str]:
@@ -205,37 +254,82 @@ class FalkorDBConnection(CypherConnection):
         rows = self.run("CALL db.indexes() YIELD label, types RETURN label, types")
         return {row["label"]: {prop: list(kinds) for prop, kinds in row["types"].items()} for row in rows}
 
-    def _engram_indexes(self) -> tuple[dict[str, list[str]], bool]:
-        """Engram's property -> index kinds, and whether its index is OPERATIONAL (not filling)."""
-        rows = self.run(
-            "CALL db.indexes() YIELD label, types, status WHERE label = 'Engram' RETURN types, status"
-        )
-        if not rows:
-            return {}, False
-        types = {prop: list(kinds) for prop, kinds in rows[0]["types"].items()}
-        return types, "UNDER CONSTRUCTION" not in str(rows[0]["status"])
+    def _label_indexes(self) -> dict[str, tuple[dict[str, list[str]], bool]]:
+        """label -> (property -> index kinds, whether the label's index is OPERATIONAL, not filling).
 
-    def _await_engram_index(self) -> None:
-        """Wait until the Engram index has taken every node: FalkorDB fills a new index (and
+        While a field is being added, FalkorDB lists a label twice: the index being built (with
+        the new field, UNDER CONSTRUCTION) and the one still answering (OPERATIONAL, without
+        it). The rows are merged: the fields of both, operational only once none is filling
+        (reading the second row alone once made an import end while its indexes still filled).
+        """
+        rows = self.run("CALL db.indexes() YIELD label, types, status RETURN label, types, status")
+        found: dict[str, tuple[dict[str, list[str]], bool]] = {}
+        for row in rows:
+            types, operational = found.get(row["label"], ({}, True))
+            for prop, kinds in row["types"].items():
+                types[prop] = sorted({*types.get(prop, ()), *kinds})
+            found[row["label"]] = (types, operational and "UNDER CONSTRUCTION" not in str(row["status"]))
+        return found
+
+    def _await_index(self, label: str) -> None:
+        """Wait until ``label``'s index has taken every node: FalkorDB fills a new index (and
         rebuilds the label's index when a field is added) in the background, and a query
         meanwhile sees only the nodes indexed so far (a vector search under load once
         returned fewer than k hits that way)."""
         deadline = time.monotonic() + INDEX_WAIT_SECONDS
-        while not self._engram_indexes()[1]:
+        while not self._label_indexes().get(label, ({}, False))[1]:
             if time.monotonic() > deadline:
                 raise StoreError(
-                    f"FalkorDB's Engram index on {self.location} is still filling "
+                    f"FalkorDB's {label} index on {self.location} is still filling "
                     f"after {INDEX_WAIT_SECONDS} s"
                 )
             time.sleep(0.02)
 
     def _schema_call(self, query: str, params: Mapping[str, Any] | None = None) -> None:
-        """Run DDL, treating "already exists" as success (another process may have won)."""
+        """Run DDL, treating "already exists" (or, for a drop, "no such index") as success:
+        another process may have won."""
         try:
             self.run(query, params)
         except StoreError as error:
-            if "already indexed" not in str(error) and "already exists" not in str(error):
+            if not any(said in str(error) for said in ("already indexed", "already exists", "no such index")):
                 raise
+
+    def migrations(self, graph: UserGraph) -> list[Migration]:
+        return [Migration("0002_engram_vectors_apart", lambda: self._move_vectors(graph))]
+
+    def _move_vectors(self, graph: UserGraph) -> list[str]:
+        """Move the user's embeddings from their Engram nodes onto EngramVector nodes (a graph
+        written before they were kept apart); idempotent, in bounded batches.
+
+        The old vector index on Engram goes first (every engram whose embedding is removed
+        would be re-indexed otherwise), for every user of the graph: the others' embeddings
+        are moved when their stores open, before anything searches them. It is created on
+        EngramVector and fills in the background (search is brute force until it is ready).
+        """
+        changes = []
+        indexes = self._label_indexes()
+        had_index = "VECTOR" in indexes.get("Engram", ({}, False))[0].get("embedding", ())
+        if had_index:
+            self._schema_call("DROP VECTOR INDEX FOR (e:Engram) ON (e.embedding)")
+            changes.append("dropped the vector index of Engram.embedding")
+        moved = 0
+        while True:
+            rows = graph.q(
+                "MATCH (e:Engram {user: $user}) WHERE e.embedding IS NOT NULL WITH e LIMIT $batch "
+                f"MERGE (v:{VECTOR_LABEL} {{user: $user, id: e.id}}) SET v.embedding = e.embedding "
+                "REMOVE e.embedding RETURN count(e) AS n",
+                batch=MOVE_BATCH,
+            )
+            count = int(rows[0]["n"]) if rows else 0
+            moved += count
+            if count < MOVE_BATCH:
+                break
+        if moved:
+            changes.append(f"moved {moved} embeddings onto {VECTOR_LABEL} nodes")
+        if had_index and "VECTOR" not in indexes.get(VECTOR_LABEL, ({}, False))[0].get("embedding", ()):
+            self._create_vector_index(graph.dims)
+            changes.append(f"created the vector index of {VECTOR_LABEL}.embedding")
+        return changes
 
     def ensure_schema(self) -> None:
         """Exact-match indexes and unique keys; idempotent, cheap when already present."""

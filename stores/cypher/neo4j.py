@@ -193,7 +193,10 @@ class Neo4jConnection(CypherConnection):
         )
 
     def index_vector_call(self) -> tuple[str, Callable[[float], float]]:
-        call = f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $k, $q) YIELD node, score"
+        call = (
+            f"CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $k, $q) YIELD node, score "
+            "WITH node AS e, score"
+        )
         return call, lambda score: 2.0 * score - 1.0
 
     def index_fulltext_call(self, terms: list[str]) -> tuple[str, str]:

@@ -79,12 +79,23 @@ class CypherSearch:
         if self.indexes()["vector"]:
             return self._vector_indexed(query, k, memory_type)
         self._say_once("vector", "%s: no vector index yet, brute-force cosine search", self.graph.backend)
-        rows = self.graph.q(
-            "MATCH (e:Engram {user: $user}) WHERE e.embedding IS NOT NULL "
-            "AND ($memory_type IS NULL OR e.memory_type = $memory_type) "
-            "RETURN e.id AS id, e.embedding AS embedding",
-            memory_type=memory_type,
+        join = self.graph.connection.embedding_join("e")
+        match = (
+            "MATCH (e:Engram {user: $user}) WHERE $memory_type IS NULL OR e.memory_type = $memory_type "
+            f"{join.clause} WITH e, {join.expression} AS embedding WHERE embedding IS NOT NULL"
         )
+        on_server = self.graph.connection.cosine_to_query("embedding")
+        if on_server is not None:
+            # The database computes every cosine and sends the best (ties at the cut: a margin).
+            rows = self.graph.q(
+                f"{match} WITH e.id AS id, {on_server} AS score RETURN id, score "
+                "ORDER BY score DESC, id ASC LIMIT $fetch",
+                memory_type=memory_type,
+                q=self.graph.connection.vector_param(query),
+                fetch=2 * k + 10,
+            )
+            return rank_scores(((r["id"], float(r["score"])) for r in rows), k)
+        rows = self.graph.q(f"{match} RETURN e.id AS id, embedding", memory_type=memory_type)
         matrix = np.asarray([r["embedding"] for r in rows], dtype=np.float64)
         matrix = matrix.reshape(len(rows), self.graph.dims)
         sims = cosine(query, matrix).tolist()
@@ -97,7 +108,7 @@ class CypherSearch:
         fetch = 2 * k + 10
         while True:
             rows = self.graph.q(
-                f"{call} RETURN node.id AS id, node.user AS owner, node.memory_type AS memory_type, score",
+                f"{call} RETURN e.id AS id, e.user AS owner, e.memory_type AS memory_type, score",
                 k=fetch,
                 q=self.graph.connection.vector_param(query),
             )

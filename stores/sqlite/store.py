@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from smriti.stores.base import (
     Capabilities,
     EmbeddingMismatchError,
@@ -245,8 +247,11 @@ class SqliteStore(StoreBase):
         return [row[0] for row in rows]
 
     # -- cues, relations, associations -----------------------------------------------------------------
-    def recall_rows(self, ids: Sequence[str]) -> list[RecallRow]:
-        """Two reads: the engram rows (embedding BLOBs decoded straight into arrays) and their cues."""
+    def recall_rows(
+        self, ids: Sequence[str], query: Sequence[float] | np.ndarray | None = None
+    ) -> list[RecallRow]:
+        """Two reads: the engram rows (embedding BLOBs decoded straight into arrays) and their
+        cues; the similarity to ``query`` is left to recall (it has the vectors)."""
         found = self.engrams.get_with_vectors(ids)
         cues = self.graph.cue_names_of([engram.id for engram, _ in found]) if found else {}
         return [RecallRow(engram, vector, cues.get(engram.id, [])) for engram, vector in found]

@@ -82,6 +82,36 @@ def falkor_server() -> Iterator[tuple[Any, int]]:
                 process.terminate()
 
 
+def _falkor_settings(settings: Settings, port: int, graph: str, **more: Any) -> Settings:
+    """Settings of a FalkorDB store on the test server's TCP port, in graph ``graph``."""
+    update = {"db_type": "falkordb", "falkor_graph": graph, "falkor_addr": f"127.0.0.1:{port}", **more}
+    return settings.model_copy(update=update)
+
+
+@pytest.fixture
+def falkor(falkor_server, settings):
+    """(client, settings, graph token, open_store(user, **setting_overrides)) of FalkorDB
+    stores of DIMS dimensions; every graph whose name has the token is dropped after."""
+    from smriti.stores.cypher.falkordb import open_falkordb
+
+    client, port = falkor_server
+    token = uuid.uuid4().hex[:10]
+    cfg = _falkor_settings(settings, port, f"falkor_test_{token}", embedding_dims=DIMS)
+    opened = []
+
+    def open_store(user, **overrides):
+        store = open_falkordb(cfg.model_copy(update=overrides), user, client=client)
+        opened.append(store)
+        return store
+
+    yield client, cfg, token, open_store
+    for store in opened:
+        store.close()
+    for graph in client.list_graphs():
+        if token in graph:
+            client.select_graph(graph).delete()
+
+
 @dataclass
 class Backend:
     """A backend under test: ``open(name)`` opens (and remembers) a user's store.
@@ -158,14 +188,7 @@ def _falkor_backend(name: str, settings: Settings, server: tuple[Any, int]) -> B
     client, port = server
     token = uuid.uuid4().hex[:10]
     isolation = "graph" if name == "falkordb-graph" else "tenant"
-    cfg = settings.model_copy(
-        update={
-            "db_type": "falkordb",
-            "falkor_isolation": isolation,
-            "falkor_graph": f"smriti_test_{token}",
-            "falkor_addr": f"127.0.0.1:{port}",
-        }
-    )
+    cfg = _falkor_settings(settings, port, f"smriti_test_{token}", falkor_isolation=isolation)
     if name == "falkordb-tcp":
         factory = make_store
     else:

@@ -14,34 +14,6 @@ from smriti.stores.cypher.falkordb import open_falkordb
 DIMS = 16
 
 
-@pytest.fixture
-def falkor(falkor_server, settings):
-    """(client, settings, graph token); every graph whose name has the token is dropped after."""
-    client, port = falkor_server
-    token = uuid.uuid4().hex[:10]
-    cfg = settings.model_copy(
-        update={
-            "db_type": "falkordb",
-            "embedding_dims": DIMS,
-            "falkor_graph": f"falkor_test_{token}",
-            "falkor_addr": f"127.0.0.1:{port}",
-        }
-    )
-    opened = []
-
-    def open_store(user, **overrides):
-        store = open_falkordb(cfg.model_copy(update=overrides), user, client=client)
-        opened.append(store)
-        return store
-
-    yield client, cfg, token, open_store
-    for store in opened:
-        store.close()
-    for graph in client.list_graphs():
-        if token in graph:
-            client.select_graph(graph).delete()
-
-
 def _populate(store, prefix: str) -> None:
     rng = np.random.default_rng(len(prefix))
     for i in range(3):
@@ -78,12 +50,13 @@ def test_tenant_mode_tags_every_node_and_never_links_across_users(falkor):
     crossing = graph.query("MATCH (a)-[r]->(b) WHERE a.user <> b.user RETURN count(r)").result_set[0][0]
     labels = {row[0] for row in graph.query("MATCH (n) RETURN DISTINCT labels(n)[0]").result_set}
     edges = graph.query("MATCH ()-[r]->() RETURN count(r)").result_set[0][0]
-    assert labels == {"Engram", "Cue", "Meta"}
+    assert labels == {"Engram", "EngramVector", "Cue", "Meta"}  # embeddings on nodes of their own
     assert untagged == 0
     assert edges == 2 * (4 + 1 + 1 + 1)  # per user: 4 EncodedBy, 1 AssociatedWith, 1 CoOccurs, 1 RelatesTo
     assert crossing == 0
     constraints = {(c["label"], tuple(c["properties"])) for c in graph.list_constraints()}
     assert ("Cue", ("user", "name")) in constraints and ("Engram", ("user", "id")) in constraints
+    assert ("EngramVector", ("user", "id")) in constraints
 
 
 def test_queries_never_contain_the_user_name(falkor, monkeypatch):
