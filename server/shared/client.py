@@ -10,7 +10,9 @@ The files that coordinate them live in the user's storage folder:
   stale;
 * ``smriti-start.lock``: held by a client while it starts a server, so two clients starting at
   the same moment start one;
-* ``smriti-server.json`` (pid, start time) and ``smriti-server.log`` (the server's stderr).
+* ``smriti-server.json`` (pid, start time) and ``smriti-server.log`` (the server's stderr);
+* ``smriti-initialize.json``: the server's answers to ``initialize``, which a relay gives a
+  client before the server (or the MCP SDK) is ready (:mod:`smriti.server.shared.handshake`).
 
 A socket path longer than a unix socket address allows (about 100 bytes) is replaced by one in
 a private folder of the temporary directory, named after the storage folder.
@@ -62,6 +64,7 @@ class SharedPaths:
     start_lock: Path
     state: Path
     log: Path
+    handshake: Path
 
 
 def shared_paths(settings: Settings) -> SharedPaths:
@@ -84,6 +87,7 @@ def shared_paths(settings: Settings) -> SharedPaths:
         start_lock=folder / "smriti-start.lock",
         state=folder / "smriti-server.json",
         log=folder / "smriti-server.log",
+        handshake=folder / "smriti-initialize.json",
     )
 
 
