@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 import filelock
 
+from smriti.config import validate_user_name
 from smriti.errors import StoreError, UserError
-from smriti.stores.paths import process_lock, try_lock
 
 if TYPE_CHECKING:
     from smriti.config import Settings
@@ -73,8 +73,6 @@ def shared_paths(settings: Settings) -> SharedPaths:
     Raises:
         UnsafeUserError: the user name cannot be a folder name.
     """
-    from smriti.stores.base import validate_user_name
-
     folder = settings.storage_location / validate_user_name(settings.accessing_user)
     sock = folder / SOCKET_NAME
     if len(os.fsencode(sock)) > _MAX_SOCKET_PATH:
@@ -106,6 +104,8 @@ def server_running(paths: SharedPaths) -> bool:
     """True while a shared server process holds its lock (alive, maybe still starting)."""
     if not paths.server_lock.exists():
         return False
+    from smriti.stores.paths import process_lock, try_lock  # here: the relay's start skips numpy
+
     lock = process_lock(paths.server_lock)
     try:
         return not try_lock(lock)
@@ -115,6 +115,8 @@ def server_running(paths: SharedPaths) -> bool:
 
 @contextlib.contextmanager
 def _start_lock(paths: SharedPaths, timeout: float) -> Iterator[None]:
+    from smriti.stores.paths import process_lock
+
     lock = process_lock(paths.start_lock)
     try:
         lock.acquire(timeout=timeout, poll_interval=0.05)
