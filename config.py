@@ -120,6 +120,14 @@ class Settings(BaseSettings):
     embedding_api_key: SecretStr | None = None
     embedding_model: str = "text-embedding-3-small"
     embedding_dims: int = Field(default=1536, ge=8, le=8192)
+    vector_index_dtype: Literal["f32", "f16", "i8"] = Field(
+        default="f32",
+        description=(
+            "what the SQLite store's HNSW graph (past 20k memories) keeps of each vector: f32 as "
+            "stored, f16 half and i8 a quarter of the memory; quantised graphs find candidates, "
+            "which are re-scored from the exact embeddings in the database"
+        ),
+    )
     local_embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
 
     # --- reranker (providers/rerank.py): off by default -----------------------------------
