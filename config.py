@@ -10,13 +10,41 @@ from __future__ import annotations
 
 import getpass
 import math
+import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from smriti.errors import SettingsError
+from smriti.errors import SettingsError, UnsafeUserError
+
+# A user name becomes a folder, a database or a graph name: keep it to a conservative
+# alphabet so it can never escape its folder or name somebody else's graph.
+_USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def validate_user_name(user: str) -> str:
+    """Return ``user`` if it is safe as a folder, database and graph name.
+
+    Refuses empty names, absolute paths, path separators, ``..`` and anything outside
+    ``[A-Za-z0-9._-]`` (at most 64 characters, first character alphanumeric).
+
+    Raises:
+        UnsafeUserError: naming the problem.
+    """
+    if not user or not user.strip():
+        raise UnsafeUserError("user name is empty (set ACCESSING_USER)")
+    if "/" in user or "\\" in user or user.startswith("~"):
+        raise UnsafeUserError(f"user name {user!r} contains a path separator")
+    if ".." in user:
+        raise UnsafeUserError(f"user name {user!r} contains '..'")
+    if not _USER_NAME.fullmatch(user):  # why fullmatch: "$" also matches before a final newline
+        raise UnsafeUserError(
+            f"user name {user!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return user
 
 
 def _default_user() -> str:
@@ -92,6 +120,14 @@ class Settings(BaseSettings):
     embedding_api_key: SecretStr | None = None
     embedding_model: str = "text-embedding-3-small"
     embedding_dims: int = Field(default=1536, ge=8, le=8192)
+    vector_index_dtype: Literal["f32", "f16", "i8"] = Field(
+        default="f32",
+        description=(
+            "what the SQLite store's HNSW graph (past 20k memories) keeps of each vector: f32 as "
+            "stored, f16 half and i8 a quarter of the memory; quantised graphs find candidates, "
+            "which are re-scored from the exact embeddings in the database"
+        ),
+    )
     local_embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
 
     # --- reranker (providers/rerank.py): off by default -----------------------------------

@@ -114,12 +114,21 @@ def serve(
         are not raised: they are printed as one line on stderr and the process exits 1.
     """
     if transport == "stdio" and settings.shared and hasattr(socket, "AF_UNIX"):
+        from smriti.server.logs import configure_logging
         from smriti.server.shared.client import start_server_early
+        from smriti.server.shared.handshake import answer_handshake_early
 
+        configure_logging(settings.log_level)
         start_server_early(settings)  # while the relay imports the MCP SDK
+        try:
+            # The client's handshake, answered from the last server's answers when known,
+            # before the seconds of importing the MCP SDK and of the server's start.
+            early = answer_handshake_early(settings)
+        except KeyboardInterrupt:
+            return None
         from smriti.server.shared.relay import serve_relay  # one server per user, shared by every client
 
-        return serve_relay(settings)
+        return serve_relay(settings, early)
     if transport == "streamable-http" and workers > 1:
         from smriti.server.workers import serve_workers
 

@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
@@ -146,11 +146,29 @@ async def _claimed_stdin() -> AsyncIterator[anyio.AsyncFile[bytes]]:
         os.dup2(private, 0)
 
 
+async def _after(head: bytes, lines: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+    """The lines of ``head`` (read from stdin before the transport began), then the file's;
+    an unfinished last line of ``head`` is the start of the file's first."""
+    *complete, partial = head.split(b"\n")
+    for line in complete:
+        yield line + b"\n"
+    async for raw in lines:
+        yield partial + raw
+        partial = b""
+    if partial:
+        yield partial
+
+
 @asynccontextmanager
-async def answering_stdio() -> AsyncIterator[
+async def answering_stdio(
+    head: bytes = b"",
+) -> AsyncIterator[
     tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 ]:
     """Messages read from stdin and a stream to stdout; unreadable lines are answered here.
+
+    ``head``: bytes already read from stdin (the relay reads the first line before it imports
+    the SDK: :mod:`smriti.server.shared.handshake`), handled before what stdin still holds.
 
     When stdin ends, the stream of messages ends once every request passed on has been
     answered, or after ``ANSWER_GRACE`` seconds: ``printf '...' | smriti-mcp`` gets its answers,
@@ -167,7 +185,7 @@ async def answering_stdio() -> AsyncIterator[
 
         async def read_lines() -> None:
             async with readable_send:
-                async for raw in lines:
+                async for raw in _after(head, lines):
                     try:
                         message = read_message(raw)
                     except _Unreadable as problem:

@@ -1,9 +1,12 @@
 """The approximate tier of :class:`~smriti.stores.vectors.VectorCache`: a usearch HNSW graph
 and its file beside the database.
 
-The graph stores float32 copies of the vectors (``dtype="f32"``), so :meth:`Index.get` hands
-back exactly what was added: the cache re-scores HNSW candidates from them, and does not keep
-a second copy of indexed vectors in RAM.
+By default the graph stores float32 copies of the vectors (``dtype="f32"``), so
+:meth:`Index.get` hands back exactly what was added: the cache re-scores HNSW candidates from
+them, and does not keep a second copy of indexed vectors in RAM. A quantised graph (``f16``:
+half the memory, ``i8``: a quarter; VECTOR_INDEX_DTYPE) only finds the candidates: the cache
+re-scores them from the exact embeddings its owner reads back (the SQLite store: one indexed
+read of the candidates' BLOBs), so results stay ranked by exact cosine.
 
 A saved index is two files: ``PATH`` (usearch's own format, opened memory-mapped) and
 ``PATH.json``, written after it, which records what the graph covers: the id of each key
@@ -48,6 +51,7 @@ class AnnParams:
     connectivity: int = 16
     expansion_add: int = 128
     expansion_search: int = 256
+    dtype: str = "f32"  # what the graph keeps of each vector: f32, f16 or i8 (see the docstring)
 
 
 def _usearch() -> type[Index]:
@@ -62,7 +66,7 @@ def new_index(dims: int, params: AnnParams) -> Index:
     return _usearch()(
         ndim=dims,
         metric="cos",
-        dtype="f32",
+        dtype=params.dtype,
         connectivity=params.connectivity,
         expansion_add=params.expansion_add,
         expansion_search=params.expansion_search,
@@ -164,9 +168,10 @@ def open_saved(path: Path, dims: int, params: AnnParams) -> Saved | None:
     try:
         meta: dict[str, Any] = json.loads(side.read_text())
         built = meta.get("params") or {}
-        # The expansions are query/build-time knobs; the graph's shape is its connectivity.
-        shape = (meta.get("format"), meta.get("dims"), built.get("connectivity"))
-        if shape != (FORMAT, dims, params.connectivity):
+        # The expansions are query/build-time knobs; the graph's shape is its connectivity and
+        # what it keeps of each vector.
+        shape = (meta.get("format"), meta.get("dims"), built.get("connectivity"), built.get("dtype", "f32"))
+        if shape != (FORMAT, dims, params.connectivity, params.dtype):
             raise ValueError("written with other parameters")
         if meta.get("file") != _file_digest(path):
             raise ValueError("the index file does not match its sidecar")

@@ -26,43 +26,19 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-# Re-exported: these errors were defined here before errors.py held them all.
+# Re-exported: the user-name rule lives with the settings (cheap to import: the stdio relay
+# checks a name before it loads numpy), and these errors were defined here before errors.py
+# held them all.
+from smriti.config import validate_user_name as validate_user_name
 from smriti.errors import EmbeddingMismatchError as EmbeddingMismatchError
 from smriti.errors import StoreError as StoreError
-from smriti.errors import UnsafeUserError
+from smriti.errors import UnsafeUserError as UnsafeUserError
 
 MemoryType = Literal["episodic", "semantic", "procedural"]
 MEMORY_TYPES: tuple[str, ...] = ("episodic", "semantic", "procedural")
 NO_CLUSTER = -1
 # Metadata keys of the LLM analysis queue: one per queued memory (see stores/queue.py).
 ANALYSIS_QUEUE_PREFIX = "analysis-queue/"
-
-# A user name becomes a folder, a database or a graph name: keep it to a conservative
-# alphabet so it can never escape its folder or name somebody else's graph.
-_USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-
-
-def validate_user_name(user: str) -> str:
-    """Return ``user`` if it is safe as a folder, database and graph name.
-
-    Refuses empty names, absolute paths, path separators, ``..`` and anything outside
-    ``[A-Za-z0-9._-]`` (at most 64 characters, first character alphanumeric).
-
-    Raises:
-        UnsafeUserError: naming the problem.
-    """
-    if not user or not user.strip():
-        raise UnsafeUserError("user name is empty (set ACCESSING_USER)")
-    if "/" in user or "\\" in user or user.startswith("~"):
-        raise UnsafeUserError(f"user name {user!r} contains a path separator")
-    if ".." in user:
-        raise UnsafeUserError(f"user name {user!r} contains '..'")
-    if not _USER_NAME.fullmatch(user):  # why fullmatch: "$" also matches before a final newline
-        raise UnsafeUserError(
-            f"user name {user!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
-        )
-    return user
 
 
 def utcnow() -> datetime:

@@ -4,7 +4,8 @@ Small caches answer by exact cosine over one float32 matrix. Past ``ann_threshol
 daemon thread (nice 19; at the caller's priority when ``smriti import`` waits for it) builds a
 usearch HNSW graph from the cache's vectors on every core; until it is built, exact search
 answers. Once built, a query asks the graph for ``max(4k, 50)``
-candidates, re-scores them exactly from the graph's float32 copies, adds the exact scores of
+candidates, re-scores them exactly from the graph's float32 copies (or, for a quantised graph,
+from the exact vectors the owner reads back: ``exact``), adds the exact scores of
 the vectors added since (the not-yet-indexed tail, which the thread indexes in batches: an
 insert into the graph costs ~2 ms, too slow for the store path) and sorts by (-score, id).
 Every path breaks ties by id, so the insertion order (a restore, a re-import) never changes
@@ -43,7 +44,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -73,7 +74,10 @@ class VectorCache:
             offline ``INSTALL`` of its extensions crashes the process.
         index_path: where to keep the built graph between runs (e.g. ``memory.sqlite.vectors``
             beside the database); None keeps it in memory only.
-        params: HNSW parameters.
+        params: HNSW parameters; ``params.dtype`` other than f32 keeps quantised vectors in
+            the graph, and then ``exact`` is required.
+        exact: the exact vectors of some ids, as {id: float32 vector} (ids it no longer has are
+            left out): re-scores a quantised graph's candidates, so results stay exact-ranked.
 
     The owner fills the cache with :meth:`load` (all embeddings) or, when a saved graph
     exists, :meth:`open` (ids and memory types only: no embeddings read), follows its writes
@@ -90,11 +94,16 @@ class VectorCache:
         ann_threshold: int | None = None,
         index_path: str | os.PathLike[str] | None = None,
         params: AnnParams | None = None,
+        exact: Callable[[list[str]], dict[str, np.ndarray]] | None = None,
     ) -> None:
         self.dims = dims
         self.ann_threshold = ann_threshold
         self.index_path = Path(index_path) if index_path is not None else None
         self.params = params or AnnParams()
+        self.quantised = self.params.dtype != "f32"
+        if self.quantised and exact is None:
+            raise ValueError(f"a {self.params.dtype} vector index needs the exact vectors to re-score from")
+        self.exact = exact
         self.generation: str | None = None
         # The thread runs at nice 19 so a serving process keeps its cores for queries; a caller
         # that waits for the graph (``smriti import``: :meth:`SearchIndex.finish`) clears this
@@ -306,6 +315,9 @@ class VectorCache:
                 return None
             if key >= self._indexed:
                 return self._matrix[key - self._indexed].tolist()
+            if self.exact is not None and self.quantised:
+                found = self.exact([id_]).get(id_)
+                return None if found is None else np.asarray(found, dtype=np.float32).tolist()
             assert self._index is not None
             with self._ann_lock:
                 return np.asarray(self._index.get(key), dtype=np.float32).tolist()
@@ -354,10 +366,25 @@ class VectorCache:
             found = self._graph_candidates(query, k, usable, matching, in_graph)
         if not len(found):
             return found, np.zeros(0, dtype=np.float32)
-        with self._ann_lock:
-            vectors = np.asarray(self._index.get(found.astype(np.uint64)), dtype=np.float32)
+        if self.quantised:
+            found, vectors = self._exact_rows(found)
+        else:
+            with self._ann_lock:
+                vectors = np.asarray(self._index.get(found.astype(np.uint64)), dtype=np.float32)
         norms = row_norms(vectors)
         return found, cosine(query, vectors, norms)
+
+    def _exact_rows(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The exact vectors of ``keys`` (a quantised graph's candidates), read from the owner;
+        a key whose vector the owner no longer has is dropped."""
+        assert self.exact is not None
+        ids = [str(self._ids[key]) for key in keys.tolist()]
+        vectors = self.exact(ids)
+        kept = [row for row, id_ in enumerate(ids) if id_ in vectors]
+        matrix = np.zeros((len(kept), self.dims), dtype=np.float32)
+        for out, row in enumerate(kept):
+            matrix[out] = vectors[ids[row]]
+        return keys[kept], matrix
 
     def _graph_candidates(
         self, query: np.ndarray, k: int, usable: np.ndarray, matching: int, in_graph: int
@@ -488,15 +515,19 @@ class VectorCache:
                 end = min(size, done + 8 * BATCH)
                 if end - start < BATCH // 4:
                     break  # the rest goes in with the lock held, then the graph takes over
-                # The graph uses these rows in place (copy=False): no second copy of the vectors
-                # while it is built. Dead rows go in too and are removed at the end.
-                if not any(array is self._matrix for array in pinned):
+                # An f32 graph uses these rows in place (copy=False): no second copy of the
+                # vectors while it is built (a quantised one keeps its own, smaller, copies).
+                # Dead rows go in too and are removed at the end.
+                if not self.quantised and not any(array is self._matrix for array in pinned):
                     pinned.append(self._matrix)
                 vectors = self._matrix[start:end]
             self._lock.release()
             try:
                 graph.add(
-                    np.arange(start, end, dtype=np.uint64), vectors, copy=False, threads=build_threads()
+                    np.arange(start, end, dtype=np.uint64),
+                    vectors,
+                    copy=self.quantised,
+                    threads=build_threads(),
                 )
             finally:
                 self._lock.acquire()

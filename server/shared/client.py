@@ -10,7 +10,9 @@ The files that coordinate them live in the user's storage folder:
   stale;
 * ``smriti-start.lock``: held by a client while it starts a server, so two clients starting at
   the same moment start one;
-* ``smriti-server.json`` (pid, start time) and ``smriti-server.log`` (the server's stderr).
+* ``smriti-server.json`` (pid, start time) and ``smriti-server.log`` (the server's stderr);
+* ``smriti-initialize.json``: the server's answers to ``initialize``, which a relay gives a
+  client before the server (or the MCP SDK) is ready (:mod:`smriti.server.shared.handshake`).
 
 A socket path longer than a unix socket address allows (about 100 bytes) is replaced by one in
 a private folder of the temporary directory, named after the storage folder.
@@ -36,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 import filelock
 
+from smriti.config import validate_user_name
 from smriti.errors import StoreError, UserError
-from smriti.stores.paths import process_lock, try_lock
 
 if TYPE_CHECKING:
     from smriti.config import Settings
@@ -62,6 +64,7 @@ class SharedPaths:
     start_lock: Path
     state: Path
     log: Path
+    handshake: Path
 
 
 def shared_paths(settings: Settings) -> SharedPaths:
@@ -70,8 +73,6 @@ def shared_paths(settings: Settings) -> SharedPaths:
     Raises:
         UnsafeUserError: the user name cannot be a folder name.
     """
-    from smriti.stores.base import validate_user_name
-
     folder = settings.storage_location / validate_user_name(settings.accessing_user)
     sock = folder / SOCKET_NAME
     if len(os.fsencode(sock)) > _MAX_SOCKET_PATH:
@@ -84,6 +85,7 @@ def shared_paths(settings: Settings) -> SharedPaths:
         start_lock=folder / "smriti-start.lock",
         state=folder / "smriti-server.json",
         log=folder / "smriti-server.log",
+        handshake=folder / "smriti-initialize.json",
     )
 
 
@@ -102,6 +104,8 @@ def server_running(paths: SharedPaths) -> bool:
     """True while a shared server process holds its lock (alive, maybe still starting)."""
     if not paths.server_lock.exists():
         return False
+    from smriti.stores.paths import process_lock, try_lock  # here: the relay's start skips numpy
+
     lock = process_lock(paths.server_lock)
     try:
         return not try_lock(lock)
@@ -111,6 +115,8 @@ def server_running(paths: SharedPaths) -> bool:
 
 @contextlib.contextmanager
 def _start_lock(paths: SharedPaths, timeout: float) -> Iterator[None]:
+    from smriti.stores.paths import process_lock
+
     lock = process_lock(paths.start_lock)
     try:
         lock.acquire(timeout=timeout, poll_interval=0.05)

@@ -13,6 +13,17 @@ session by replaying the client's ``initialize`` (its answer is not passed on) a
 request again. A request that never reached a server (its POST was refused or answered "no
 such session") is sent again; one that a server was running when it died is answered with an
 error, since it may or may not have been carried out.
+
+A client whose ``initialize`` was answered before the SDK was imported, from the answer the
+server gave last time (:mod:`smriti.server.shared.handshake`), is relayed the same way from its
+first session on: the relay replays the ``initialize`` and sends ``notifications/initialized``
+itself (the client's own is dropped, so the server gets one). It then compares the server's
+answer with the one the client was given, and keeps the server's for next time when they
+differ. If the protocol version or the capabilities differ (an SDK changed under the same
+Smriti version, say), the client holds a promise the server does not keep: the relay answers
+every request it holds with an error that says so and exits, as a server that stopped would,
+so the client's next start gets the server's own answer. A difference in ``serverInfo`` or the
+instructions alone is logged, and the session goes on.
 """
 
 from __future__ import annotations
@@ -20,6 +31,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import threading
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +51,10 @@ from mcp_types import (
     JSONRPCResponse,
 )
 
+from smriti import __version__
 from smriti.errors import SmritiError
 from smriti.server.shared.client import MCP_URL, SharedPaths, ensure_server, quiet_cancelled_socket_reads
+from smriti.server.shared.handshake import DISCOVER, EarlyAnswer, InitializeCache, cache_key, reply_of
 from smriti.server.stdio import answering_stdio
 
 if TYPE_CHECKING:
@@ -51,6 +67,8 @@ logger = logging.getLogger("smriti.server.shared.relay")
 
 _REPLAY_ID = "smriti-relay-initialize"
 END_SESSION_WITHIN = 0.4  # seconds to close the session once stdin has ended and been answered
+REFUSE_WITHIN = 1.0  # seconds a relay that gives up its client waits for the next message to refuse
+EXIT_AFTER = 1.0  # seconds for the last answers to be written before a relay that gave up exits
 _MAX_BARREN_SESSIONS = 3  # sessions lost in a row before a message came back: give up on the unsent
 
 
@@ -119,7 +137,12 @@ def _message_id(body: bytes) -> Any:
 class Relay:
     """One stdio client's messages to and from the shared server, across reconnections."""
 
-    def __init__(self, settings: Settings, stdout: MemoryObjectSendStream[SessionMessage]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        stdout: MemoryObjectSendStream[SessionMessage],
+        early: EarlyAnswer | None = None,
+    ) -> None:
         self.settings = settings
         self.stdout = stdout
         self.initialize: JSONRPCRequest | None = None  # the client's, replayed on reconnection
@@ -129,6 +152,15 @@ class Relay:
         self.unsent: list[SessionMessage] = []  # to send once connected
         self.transport: RestartingTransport | None = None
         self.barren = 0  # sessions lost in a row with no message from the server
+        self.cache = InitializeCache.of(settings)
+        self.promised: dict[str, Any] | None = None  # the cached result the client was given
+        self.ended: str | None = None  # why the relay gave up the client (see the docstring)
+        if early is not None and early.request is not None and early.result is not None:
+            self.initialize = JSONRPCRequest.model_validate(early.request)
+            self.initialized = True  # the first session replays, as a reconnection does
+            self.protocol_version = early.result.get("protocolVersion")
+            self.promised = early.result
+        self.drop_initialized = self.promised is not None
 
     async def run(self, stdin: MemoryObjectReceiveStream[SessionMessage | Exception]) -> None:
         """Relay until the client closes stdin."""
@@ -150,6 +182,8 @@ class Relay:
                 self.unsent.clear()
                 continue
             if await self._connected(paths, stdin):
+                if self.ended is not None:
+                    await self._refuse_waiting(stdin, self.ended)
                 return
             if self.barren >= _MAX_BARREN_SESSIONS:  # a server that starts but never answers
                 requests = [m.message for m in self.unsent if isinstance(m.message, JSONRPCRequest)]
@@ -175,20 +209,26 @@ class Relay:
                 ):
                     if self.initialized:
                         await self._replay_initialize(read, write)
-                    tasks.start_soon(self._down, read, tasks.cancel_scope)
-                    while self.unsent:
-                        await self._send(write, self.unsent.pop(0))
-                    async for item in stdin:
-                        if isinstance(item, SessionMessage):
-                            await self._send(write, item)
-                    outcome["eof"] = True  # and the last answers are written (answering_stdio)
-                    # The client is gone: end the session (the SDK's DELETE on leaving), but
-                    # never wait on the server more than END_SESSION_WITHIN for that.
+                    if self.ended is None:
+                        tasks.start_soon(self._down, read, tasks.cancel_scope)
+                        while self.unsent:
+                            await self._send(write, self.unsent.pop(0))
+                        async for item in stdin:
+                            if isinstance(item, SessionMessage):
+                                await self._send(write, item)
+                        outcome["eof"] = True  # and the last answers are written (answering_stdio)
+                    # The client is gone (or given up): end the session (the SDK's DELETE on
+                    # leaving), but never wait on the server more than END_SESSION_WITHIN for that.
                     session.deadline = anyio.current_time() + END_SESSION_WITHIN
                     tasks.cancel_scope.cancel()
         except Exception as error:  # the transport failed (inside exception groups): a lost session
             logger.warning("the session with the shared Smriti server ended: %s", _first_cause(error))
         if outcome["eof"]:
+            return True
+        if self.ended is not None:  # before anything was sent in this session
+            requests = [m.message for m in self.unsent if isinstance(m.message, JSONRPCRequest)]
+            await self._fail(requests, self.ended)
+            self.unsent.clear()
             return True
         self.barren += 1
         await self._session_lost()
@@ -196,6 +236,8 @@ class Relay:
 
     async def _send(self, write: WriteStream[SessionMessage], item: SessionMessage) -> None:
         message = item.message
+        if self._drops(message):
+            return
         if isinstance(message, JSONRPCRequest):
             if message.method == "initialize":
                 self.initialize = message
@@ -226,6 +268,8 @@ class Relay:
                 if answered and isinstance(message, JSONRPCResponse):
                     self.initialized = True
                     self.protocol_version = message.result.get("protocolVersion")
+                if request is not None:
+                    self._keep(request, message)
             await self.stdout.send(item)
         scope.cancel()  # the transport closed its stream
 
@@ -240,10 +284,75 @@ class Relay:
             if isinstance(message, JSONRPCResponse | JSONRPCError) and message.id == _REPLAY_ID:
                 if isinstance(message, JSONRPCError):
                     raise RuntimeError(f"the shared server refused the session: {message.error.message}")
+                if self.promised is not None:
+                    self._check_promise(message)
+                    if self.ended is not None:
+                        return
                 break
         initialized = JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized")
         await write.send(SessionMessage(initialized))
         logger.info("reconnected to the shared Smriti server")
+
+    # ------------------------------------------------------------------------- the cached answer
+    def _drops(self, message: Any) -> bool:
+        """The client's ``notifications/initialized`` after an answer from the cache: the replay
+        sends its own (before any request), so the server gets one, in the right place."""
+        if not (self.drop_initialized and isinstance(message, JSONRPCNotification)):
+            return False
+        if message.method != "notifications/initialized":
+            return False
+        self.drop_initialized = False
+        return True
+
+    def _keep(self, request: JSONRPCRequest, answer: JSONRPCResponse | JSONRPCError) -> None:
+        """Keep the server's answer to a handshake request for the next start: an ``initialize``
+        result from a server of this version (an older one still running is not what the next
+        start gets), a ``server/discover`` error (see :mod:`smriti.server.shared.handshake`)."""
+        if request.method == "initialize" and isinstance(answer, JSONRPCResponse):
+            keep = (answer.result.get("serverInfo") or {}).get("version") == __version__
+        else:
+            keep = request.method == DISCOVER and isinstance(answer, JSONRPCError)
+        if keep:
+            self.cache.put(cache_key(self.settings, request.model_dump(mode="json")), reply_of(answer))
+
+    def _check_promise(self, answer: JSONRPCResponse) -> None:
+        """Compare the server's answer with the cached one the client got; see the docstring."""
+        promised, self.promised = self.promised or {}, None
+        result = answer.result
+        if result == promised:
+            return
+        assert self.initialize is not None
+        self._keep(self.initialize, answer)
+        changed = [key for key in sorted({*result, *promised}) if result.get(key) != promised.get(key)]
+        if {"protocolVersion", "capabilities"} & set(changed):
+            self.ended = (
+                f"the shared Smriti server's answer to initialize ({', '.join(changed)}) is not the one "
+                "this client was given from the cache (the MCP SDK changed?); it is kept now: start "
+                "this MCP server again"
+            )
+            logger.error("%s", self.ended)
+        else:
+            logger.warning(
+                "the shared Smriti server's answer to initialize differs in %s from the cached one "
+                "this client was given; the session goes on, and the server's answer is kept",
+                ", ".join(changed),
+            )
+
+    async def _refuse_waiting(
+        self, stdin: MemoryObjectReceiveStream[SessionMessage | Exception], text: str
+    ) -> None:
+        """Answer the requests the client sent before the relay gave it up with ``text``: those
+        already in the pipe are read at once; stop at a pause of ``REFUSE_WITHIN`` seconds."""
+        while True:
+            with anyio.move_on_after(REFUSE_WITHIN):
+                try:
+                    item = await stdin.receive()
+                except anyio.EndOfStream:
+                    return
+                if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCRequest):
+                    await self._fail([item.message], text)
+                continue
+            return
 
     async def _session_lost(self) -> None:
         """Answer what a dead server may have run; keep what it never got for the next session."""
@@ -275,20 +384,45 @@ def _first_cause(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-async def run_relay(settings: Settings) -> None:
-    """Serve the stdio client through the shared server until stdin closes."""
+async def run_relay(settings: Settings, early: EarlyAnswer | None = None) -> str | None:
+    """Serve the stdio client through the shared server until stdin closes; returns why the
+    relay gave the client up (a broken promise of the cached ``initialize``), None otherwise."""
     quiet_cancelled_socket_reads()
-    async with answering_stdio() as (stdin, stdout):
-        await Relay(settings, stdout).run(stdin)
+    async with answering_stdio(early.head if early is not None else b"") as (stdin, stdout):
+        relay = Relay(settings, stdout, early)
+        await relay.run(stdin)
+        if relay.ended is not None:
+            # The client still holds stdin open and a worker thread is blocked reading it, so
+            # the transport cannot end by itself: exit once its last answers are written.
+            _exit_soon(1)
+    return relay.ended
 
 
-def serve_relay(settings: Settings) -> None:
-    """``smriti-mcp`` on stdio with SMRITI_SHARED on: relay until the client closes stdin."""
-    from smriti.server.logs import configure_logging
+def serve_relay(settings: Settings, early: EarlyAnswer | None = None) -> None:
+    """``smriti-mcp`` on stdio with SMRITI_SHARED on: relay until the client closes stdin.
 
-    configure_logging(settings.log_level)
+    ``early``: what :func:`smriti.server.shared.handshake.answer_handshake_early` read from
+    stdin (and answered) before this module was imported; logging is configured by then.
+    """
     logger.info("smriti-mcp: relaying stdio to the shared Smriti server of user %s", settings.accessing_user)
     # The SDK's access log names every HTTP exchange: chatter on the client's stderr.
     logging.getLogger("httpx2").setLevel(logging.WARNING)
+    ended = None
     with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(run_relay, settings)
+        ended = anyio.run(run_relay, settings, early)
+    if ended is not None:  # stdin closed meanwhile: the transport ended, its answers written
+        _exit_soon(1, after=0.0)
+
+
+def _exit_soon(code: int, after: float = EXIT_AFTER) -> None:
+    """End the process with ``code`` in ``after`` seconds, whatever threads still block."""
+
+    def exit_now() -> None:
+        time.sleep(after)
+        logger.info("smriti-mcp: gave up the client, exiting")
+        logging.shutdown()
+        os._exit(code)
+
+    if after <= 0:
+        exit_now()
+    threading.Thread(target=exit_now, name="smriti-exit", daemon=True).start()

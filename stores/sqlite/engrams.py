@@ -244,6 +244,19 @@ class EngramTable:
         """(id, memory_type) of every engram with an embedding: enough to open a saved vector index."""
         return self.db.read("SELECT id, memory_type FROM engram WHERE embedding IS NOT NULL")
 
+    def vectors_of(self, ids: list[str]) -> dict[str, np.ndarray]:
+        """{id: float32 embedding} of those of ``ids`` that have one (a quantised HNSW graph's
+        candidates, re-scored exactly: one indexed read of a few dozen BLOBs)."""
+        found: dict[str, np.ndarray] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self.db.read(
+                f"SELECT id, embedding FROM engram WHERE id IN ({marks}) AND embedding IS NOT NULL", chunk
+            )
+            found.update((id_, np.frombuffer(blob, dtype="<f4")) for id_, blob in rows)
+        return found
+
     def embeddings(self) -> tuple[list[str], list[str], np.ndarray]:
         """Ids, memory types and the float32 matrix of every engram with an embedding (the
         cache's load). Read in batches straight into one preallocated matrix: holding the

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from smriti.stores.ann import AnnParams
 from smriti.stores.base import ScoredId
 from smriti.stores.search import VectorCache, normalise_scores, tokenize
 from smriti.stores.sqlite.connection import Database
@@ -65,6 +66,9 @@ class SearchIndex:
         ids: returns (id, memory_type) of every embedded engram: a saved HNSW index that covers
             exactly these is opened memory-mapped, and no embedding is read at start.
         index_path: where the HNSW index is saved (past ``ANN_THRESHOLD`` vectors).
+        vector_dtype: what the HNSW graph keeps of each vector (VECTOR_INDEX_DTYPE); a quantised
+            graph's candidates are re-scored from the BLOBs ``exact`` reads.
+        exact: {id: embedding} of the given ids, read from the database.
     """
 
     def __init__(
@@ -76,12 +80,20 @@ class SearchIndex:
         *,
         ids: Callable[[], list[tuple[str, str]]] | None = None,
         index_path: Path | None = None,
+        vector_dtype: str = "f32",
+        exact: Callable[[list[str]], dict[str, np.ndarray]] | None = None,
     ) -> None:
         self.db, self.dims = db, dims
         self._load, self._count, self._ids = load, count, ids
         # Exact cosine up to ANN_THRESHOLD vectors (~4 ms at 10k x 1,536), HNSW past it (57 ms
         # exact against 4.5 ms at 100k, recall@10 0.99), built in the background and saved.
-        self.vectors = VectorCache(dims, ann_threshold=ANN_THRESHOLD, index_path=index_path)
+        self.vectors = VectorCache(
+            dims,
+            ann_threshold=ANN_THRESHOLD,
+            index_path=index_path,
+            params=AnnParams(dtype=vector_dtype),
+            exact=exact,
+        )
         self.vectors.generation = f"dims={dims}"
         self.lock = threading.Lock()
         self.fulltext_index = False  # reported once the store passes INDEX_THRESHOLD

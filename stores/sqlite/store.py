@@ -64,6 +64,7 @@ def open_sqlite(settings: Settings, user: str, **options: Any) -> SqliteStore:
     """Open ``user``'s SQLite store (shared when several HTTP workers serve it: HTTP_WORKERS > 1);
     ``options`` go to :class:`SqliteStore`."""
     options.setdefault("shared", settings.http_workers > 1)
+    options.setdefault("vector_dtype", settings.vector_index_dtype)
     return SqliteStore(sqlite_path(settings, user), user=user, dims=settings.embedding_dims, **options)
 
 
@@ -78,6 +79,8 @@ class SqliteStore(StoreBase):
         shared: other processes opened with ``shared`` write the file too (the HTTP workers of
             ``smriti-mcp --workers N``): the caches follow every process's commits through the
             change log (:mod:`.changes`), and ``capabilities.shared`` tells the pipelines.
+        vector_dtype: what the HNSW graph keeps of each vector past 20k memories
+            (VECTOR_INDEX_DTYPE: f32, f16 or i8; quantised candidates are re-scored from the BLOBs).
 
     Raises:
         StoreError: the file is held by another process, or cannot be opened.
@@ -135,6 +138,7 @@ class SqliteStore(StoreBase):
         dims: int,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         shared: bool = False,
+        vector_dtype: str = "f32",
     ) -> None:
         self.user, self.path, self.dims = user, Path(path), dims
         self.db = Database(self.path, user=user, busy_timeout=busy_timeout, shared=shared)
@@ -146,6 +150,8 @@ class SqliteStore(StoreBase):
                 dims,
                 ids=lambda: self.engrams.embedded_ids(),
                 index_path=self.path.with_name(self.path.name + ".vectors"),
+                vector_dtype=vector_dtype,
+                exact=lambda ids: self.engrams.vectors_of(ids),
             )
             # Shared, the vector cache follows the change log only (this process's commits too:
             # one path, in commit order), not the commit hooks.
