@@ -315,7 +315,8 @@ class VectorCache:
                 return None
             if key >= self._indexed:
                 return self._matrix[key - self._indexed].tolist()
-            if self.exact is not None and self.quantised:
+            if self.quantised:
+                assert self.exact is not None
                 found = self.exact([id_]).get(id_)
                 return None if found is None else np.asarray(found, dtype=np.float32).tolist()
             assert self._index is not None

@@ -247,15 +247,12 @@ class EngramTable:
     def vectors_of(self, ids: list[str]) -> dict[str, np.ndarray]:
         """{id: float32 embedding} of those of ``ids`` that have one (a quantised HNSW graph's
         candidates, re-scored exactly: one indexed read of a few dozen BLOBs)."""
-        found: dict[str, np.ndarray] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = self.db.read(
-                f"SELECT id, embedding FROM engram WHERE id IN ({marks}) AND embedding IS NOT NULL", chunk
-            )
-            found.update((id_, np.frombuffer(blob, dtype="<f4")) for id_, blob in rows)
-        return found
+        if not ids:
+            return {}
+        rows = self.db.read(
+            f"SELECT id, embedding FROM engram WHERE id IN {IDS} AND embedding IS NOT NULL", (id_list(ids),)
+        )
+        return {id_: np.frombuffer(blob, dtype="<f4") for id_, blob in rows}
 
     def embeddings(self) -> tuple[list[str], list[str], np.ndarray]:
         """Ids, memory types and the float32 matrix of every engram with an embedding (the
