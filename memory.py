@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 
 MIN_ID_PREFIX = 4  # characters of an id that `smriti forget` accepts as its start
+# A question with a time, a name and common words, so that :meth:`Memory.rehearse` runs every
+# branch of recall (cues, keywords, vectors, the time window).
+REHEARSAL_QUERY = "What did Alex say about the plan last week?"
 
 
 def run_graph(graph: Any, payload: dict[str, Any], context: MemoryContext) -> Any:
@@ -49,6 +52,23 @@ class Memory:
     def load_graphs(self) -> None:
         """Import and compile the three graphs now (a server does, so its first call need not)."""
         _ = self.recall_graph, self.store_graph, self.consolidate_graph  # recall: a first call's likeliest
+
+    def rehearse(self) -> list[dict[str, Any]]:
+        """Run one recall that answers and reinforces nothing (limit 0), so that the first real
+        recall does not pay what a process pays once: SQLite's first statements and pages, the
+        stop-word index, rapidfuzz's and numpy's first calls (a first recall at 10k took
+        2-3x a warm one without this). Nothing is written; a server does this in the
+        background after it starts (server/app.py). Returns the run's trace."""
+        payload = {
+            "query": REHEARSAL_QUERY,
+            "limit": 0,  # every step runs on the candidates; no result, so nothing to reinforce
+            "mode": "recall",
+            "memory_type": None,
+            "explain": False,
+            "include_superseded": False,
+            "checked": True,
+        }
+        return list(run_graph(self.recall_graph, payload, self.context)["trace"])
 
     @functools.cached_property
     def store_graph(self) -> Any:
