@@ -46,6 +46,7 @@ class Memory:
     def __init__(self, context: MemoryContext) -> None:
         self.context = context
         self._worker: Any = None  # the analysis worker, when started (start_analysis_worker)
+        self._recalled = False  # a recall has run: a rehearsal (rehearse) has nothing left to do
 
     # The graphs are imported at first use: LangGraph takes ~1 s to import, which a command that
     # runs no graph (import, export, stats) need not wait for.
@@ -58,7 +59,10 @@ class Memory:
         recall does not pay what a process pays once: SQLite's first statements and pages, the
         stop-word index, rapidfuzz's and numpy's first calls (a first recall at 10k took
         2-3x a warm one without this). Nothing is written; a server does this in the
-        background after it starts (server/app.py). Returns the run's trace."""
+        background after it starts (server/app.py). Returns the run's trace, empty when a real
+        recall came first (it paid those costs; rehearsing beside it would only slow it)."""
+        if self._recalled:
+            return []
         payload = {
             "query": REHEARSAL_QUERY,
             "limit": 0,  # every step runs on the candidates; no result, so nothing to reinforce
@@ -290,6 +294,7 @@ class Memory:
         """:meth:`recall` for a request its caller already checked with ``validators.check_recall``
         (the MCP tools and the CLI do, where the request enters): the rules are not applied again."""
         self._touch()
+        self._recalled = True
         output = run_graph(self.recall_graph, {**request, "checked": True}, self.context)
         self._touch()
         result = output["result"]

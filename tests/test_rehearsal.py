@@ -43,3 +43,10 @@ def test_rehearsal_on_an_empty_memory_answers_nothing(settings) -> None:
         assert trace[-1]["node"] == "format"
         assert list(memory.export_records()) == before
         assert not any(record["kind"] == "engram" for record in before)
+
+
+def test_a_rehearsal_after_a_real_recall_does_nothing(settings) -> None:
+    with Memory.open(settings) as memory:
+        memory.store("Sam prefers tea over coffee.")
+        memory.recall("tea")
+        assert memory.rehearse() == []
