@@ -59,9 +59,10 @@ class Memory:
         recall does not pay what a process pays once: SQLite's first statements and pages, the
         stop-word index, rapidfuzz's and numpy's first calls (a first recall at 10k took
         2-3x a warm one without this). Nothing is written; a server does this in the
-        background after it starts (server/app.py). Returns the run's trace, empty when a real
-        recall came first (it paid those costs; rehearsing beside it would only slow it)."""
-        if self._recalled:
+        background after it starts (server/app.py). Returns the run's trace; empty when a real
+        recall came first (it paid those costs; rehearsing beside it would only slow it) or when
+        a recall would call a model over the network (:meth:`_rehearsal_is_offline`)."""
+        if self._recalled or not self._rehearsal_is_offline():
             return []
         payload = {
             "query": REHEARSAL_QUERY,
@@ -73,6 +74,17 @@ class Memory:
             "checked": True,
         }
         return list(run_graph(self.recall_graph, payload, self.context)["trace"])
+
+    def _rehearsal_is_offline(self) -> bool:
+        """A rehearsal calls no model over the network: an API call at every start would cost
+        money and time for a gain of tens of milliseconds. So only with the offline analysis, a
+        local embedder (MiniLM or hashing) and no reranker."""
+        from smriti.providers.hashing import HashingEmbeddings
+        from smriti.providers.minilm import MiniLMEmbeddings
+
+        context = self.context
+        local = isinstance(context.embedder, HashingEmbeddings | MiniLMEmbeddings)
+        return local and context.llm is None and context.reranker is None
 
     @functools.cached_property
     def store_graph(self) -> Any:

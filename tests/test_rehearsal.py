@@ -50,3 +50,14 @@ def test_a_rehearsal_after_a_real_recall_does_nothing(settings) -> None:
         memory.store("Sam prefers tea over coffee.")
         memory.recall("tea")
         assert memory.rehearse() == []
+
+
+def test_no_rehearsal_when_a_recall_would_call_a_model_over_the_network(settings) -> None:
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    with Memory.open(settings) as memory:
+        memory.store("Sam prefers tea over coffee.")
+        memory.context.llm = FakeListChatModel(responses=["{}"])  # stands for a paid endpoint
+        assert memory.rehearse() == []
+        memory.context.llm = None
+        assert memory.rehearse()  # offline analysis and a local embedder: it runs
