@@ -402,7 +402,10 @@ def http_phase(env, queries, clients, calls, timeout, work, progress, workers: i
         out["listening_s"] = time.perf_counter() - started
         url = f"http://127.0.0.1:{port}/mcp"
         try:
-            anyio.run(_http, url, queries, clients, calls, timeout, progress, out)
+            serving = _children(process.pid) if workers > 1 else [process.pid]
+            anyio.run(
+                _http, url, queries, clients, calls, timeout, progress, out, lambda: cpu_seconds(serving)
+            )
             out["status"] = "ok"
         except Exception as error:  # why: report, go on with the next size
             out["status"] = "failed"
@@ -416,13 +419,25 @@ def http_phase(env, queries, clients, calls, timeout, work, progress, workers: i
     return out
 
 
+def cpu_seconds(pids: list[int]) -> list[float]:
+    """User + system CPU seconds of each process so far (/proc/<pid>/stat; 0 for one gone)."""
+    out = []
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            out.append((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+        except (OSError, IndexError, ValueError):
+            out.append(0.0)
+    return out
+
+
 def _children(pid: int) -> list[int]:
     with contextlib.suppress(OSError):
         return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     return []
 
 
-async def _http(url, queries, clients, calls, timeout, progress, out) -> None:
+async def _http(url, queries, clients, calls, timeout, progress, out, worker_cpu=lambda: []) -> None:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
@@ -440,7 +455,7 @@ async def _http(url, queries, clients, calls, timeout, progress, out) -> None:
     async def throughput(n: int) -> dict:
         samples: list[float] = []
         per_client = max(1, calls // n)
-        started = time.perf_counter()
+        cpu_before, started = worker_cpu(), time.perf_counter()
         async with anyio.create_task_group() as group:
             for c in range(n):
                 group.start_soon(recalls, cycle(c * per_client, per_client), samples)
@@ -449,6 +464,8 @@ async def _http(url, queries, clients, calls, timeout, progress, out) -> None:
             "clients": n,
             "calls": len(samples),
             "calls_per_s": len(samples) / wall,
+            # How the work was shared: each serving process's CPU seconds in this step.
+            "worker_cpu_s": [round(b - a, 2) for a, b in zip(cpu_before, worker_cpu(), strict=True)],
             **latency_summary(samples),
         }
 

@@ -100,6 +100,7 @@ def test_every_phase_succeeds_with_sane_figures(bench_run):
         step = http["steps"][name]
         assert step["status"] == "ok" and step["clients"] == clients, step
         assert step["calls"] == HTTP_CALLS and _positive(step["calls_per_s"]), step
+        assert len(step["worker_cpu_s"]) == 1 and step["worker_cpu_s"][0] > 0, step  # one process served
         _check_latency(step, HTTP_CALLS)
     consolidation = http["steps"]["consolidate"]
     assert consolidation["status"] == "ok", consolidation
