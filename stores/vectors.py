@@ -455,7 +455,7 @@ class VectorCache:
     ) -> np.ndarray:
         assert self._index is not None
         # Dead keys and other memory types take places among the candidates: ask for more.
-        fetch = min(in_graph, int(max(4 * k, 50) * max(1.0, in_graph / matching)))
+        fetch = min(in_graph, int(candidate_count(k, in_graph) * max(1.0, in_graph / matching)))
         while True:
             with self._ann_lock:
                 found = np.asarray(self._index.search(query, fetch).keys, dtype=np.int64)
@@ -663,6 +663,12 @@ class VectorCache:
             return
         with self._lock:
             self._changed -= min(self._changed, changed)
+
+
+def candidate_count(k: int, size: int) -> int:
+    """How many candidates a top-``k`` query asks of a graph over ``size`` vectors (before
+    widening for dead keys and other memory types)."""
+    return max(4 * k, 50)
 
 
 def build_threads() -> int:
