@@ -164,25 +164,26 @@ def ask(store: Any, queries: np.ndarray, truth: np.ndarray) -> dict[str, Any]:
 
 # (expansion_search, candidates asked of the graph): the default is (256, 50). usearch's beam
 # is the larger of the two; candidates past 50 also cost their BLOB reads.
-SWEEP = [(128, 50), (256, 50), (512, 50), (1024, 50), (256, 200), (512, 100), (512, 200)]
+SWEEP = [(128, 50), (256, 50), (512, 50), (1024, 50), (2048, 50), (4096, 50), (512, 200)]
 
 
 def swept(store: Any, queries: np.ndarray, truth: np.ndarray) -> list[dict[str, Any]]:
+    """Two passes over SWEEP, the second in reverse order: the first pass also warms the page
+    cache (the mapped graph, the BLOBs), so compare latencies within the second."""
     from smriti.stores import vectors
 
-    graph, rule = store.index.vectors._index, vectors.candidate_count
-    beam = graph.expansion_search
+    rules = vectors.candidate_count, vectors.search_beam
     rows = []
     try:
-        for expansion, candidates in SWEEP:
-            graph.expansion_search = expansion
-            vectors.candidate_count = lambda k, size, c=candidates: max(4 * k, c)  # type: ignore[misc]
-            rows.append(
-                {"expansion_search": expansion, "candidates": candidates, **ask(store, queries, truth)}
-            )
-            progress(f"sweep {rows[-1]}")
+        for run, order in enumerate((SWEEP, SWEEP[::-1])):
+            for expansion, candidates in order:
+                vectors.search_beam = lambda configured, size, e=expansion: e  # type: ignore[misc]
+                vectors.candidate_count = lambda k, size, c=candidates: max(4 * k, c)  # type: ignore[misc]
+                row = {"pass": run + 1, "expansion_search": expansion, "candidates": candidates}
+                rows.append({**row, **ask(store, queries, truth)})
+                progress(f"sweep {rows[-1]}")
     finally:
-        graph.expansion_search, vectors.candidate_count = beam, rule
+        vectors.candidate_count, vectors.search_beam = rules
     return rows
 
 

@@ -456,8 +456,11 @@ class VectorCache:
         assert self._index is not None
         # Dead keys and other memory types take places among the candidates: ask for more.
         fetch = min(in_graph, int(candidate_count(k, in_graph) * max(1.0, in_graph / matching)))
+        beam = search_beam(self.params.expansion_search, in_graph)
         while True:
             with self._ann_lock:
+                if self._index.expansion_search != beam:
+                    self._index.expansion_search = beam  # type: ignore[misc]  # usearch's setter exists
                 found = np.asarray(self._index.search(query, fetch).keys, dtype=np.int64)
             found = found[(found < self._indexed) & (found >= 0)]
             found = found[usable[found]]
@@ -669,6 +672,12 @@ def candidate_count(k: int, size: int) -> int:
     """How many candidates a top-``k`` query asks of a graph over ``size`` vectors (before
     widening for dead keys and other memory types)."""
     return max(4 * k, 50)
+
+
+def search_beam(expansion: int, size: int) -> int:
+    """The beam width (usearch ``expansion_search``) of a query over a graph of ``size``
+    vectors, from the configured one (``AnnParams.expansion_search``)."""
+    return expansion
 
 
 def build_threads() -> int:
