@@ -3,13 +3,14 @@
 Small caches answer by exact cosine over one float32 matrix. Past ``ann_threshold`` vectors a
 daemon thread (nice 19; at the caller's priority when ``smriti import`` waits for it) builds a
 usearch HNSW graph from the cache's vectors on every core; until it is built, exact search
-answers. Once built, a query asks the graph for ``max(4k, 50)``
-candidates, re-scores them exactly from the graph's float32 copies (or, for a quantised graph,
-from the exact vectors the owner reads back: ``exact``), adds the exact scores of
-the vectors added since (the not-yet-indexed tail, which the thread indexes in batches: an
-insert into the graph costs ~2 ms, too slow for the store path) and sorts by (-score, id).
-Every path breaks ties by id, so the insertion order (a restore, a re-import) never changes
-what comes back.
+answers (an import of a quantised graph builds it from batches instead: :meth:`build_streamed`).
+Once built, a query asks the graph for ``max(4k, 50)`` candidates (with a beam that widens past
+100k vectors: :func:`search_beam`), re-scores them exactly from the graph's float32 copies (or,
+for a quantised graph, from the exact vectors the owner reads back: ``exact``), adds the exact
+scores of the vectors added since (the not-yet-indexed tail, which the thread indexes in
+batches: an insert into the graph costs ~2 ms, too slow for the store path) and sorts by
+(-score, id). Every path breaks ties by id, so the insertion order (a restore, a re-import)
+never changes what comes back.
 
 Measured in-process on the 2-core development machine (load average 3-5: shared), hashing
 embeddings (1,536 dims) of HotpotQA passages and sentences and LoCoMo turns, 300 questions:
