@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from smriti.config import DEFAULT_VECTOR_INDEX_DTYPE
 from smriti.stores.ann import AnnParams
 from smriti.stores.base import ScoredId
 from smriti.stores.search import VectorCache, normalise_scores, tokenize
@@ -82,7 +83,7 @@ class SearchIndex:
         *,
         ids: Callable[[], list[tuple[str, str]]] | None = None,
         index_path: Path | None = None,
-        vector_dtype: str = "f32",
+        vector_dtype: str = DEFAULT_VECTOR_INDEX_DTYPE,
         exact: Callable[[list[str]], dict[str, np.ndarray]] | None = None,
         batches: Callable[[], tuple[int, Iterable[tuple[list[str], list[str], np.ndarray]]]] | None = None,
     ) -> None:
