@@ -227,6 +227,7 @@ class VectorCache:
         """
         if not self.quantised or self.ann_threshold is None or total < self.ann_threshold:
             return False
+        one_blas_thread()  # as load_matrix: for the scans of the tail added after the build
         with self._lock:
             if self._open_saved() is not None:
                 return False

