@@ -153,6 +153,7 @@ class SqliteStore(StoreBase):
                 index_path=self.path.with_name(self.path.name + ".vectors"),
                 vector_dtype=vector_dtype,
                 exact=lambda ids: self.engrams.vectors_of(ids),
+                batches=lambda: (self.engrams.embedded_count(), self.engrams.embedding_batches()),
             )
             # Shared, the vector cache follows the change log only (this process's commits too:
             # one path, in commit order), not the commit hooks.
