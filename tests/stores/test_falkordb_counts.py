@@ -2,7 +2,8 @@
 each user's engram count is kept on an ``EngramTally`` node by the queries that create and
 delete engrams (every process sharing the graph reads the same count), a cue's engram count is
 its degree, the candidates' cues come with their rows, and an answer that every search index
-is built is kept for a second (never an answer that one is missing).
+is built is kept for a second (never an answer that one is missing). A store finds the latest
+memories of its source through an index, not by walking the user's engrams.
 """
 
 from __future__ import annotations
@@ -219,3 +220,25 @@ def test_a_search_through_an_index_dropped_meanwhile_falls_back_at_once(two_proc
     connection.run("DROP VECTOR INDEX FOR (v:EngramVector) ON (v.embedding)")
     assert [h.id for h in second.vector_search(query, 3)] == [h.id for h in through_index]
     assert second.search.indexes() == {"vector": False, "fulltext": True}
+
+
+def test_the_latest_memories_of_a_source_are_found_through_an_index(two_processes, monkeypatch):
+    graph, first, _, _ = two_processes
+    engrams = _engrams("a", 6)
+    for i, engram in enumerate(engrams):
+        engram.source = "chat-1" if i % 2 else "chat-2"
+    first.create_engrams(engrams)
+    queries: list[tuple[str, dict]] = []
+    run = FalkorDBConnection.run
+
+    def spy(self, query, params=None):
+        queries.append((query, dict(params or {})))
+        return run(self, query, params)
+
+    monkeypatch.setattr(FalkorDBConnection, "run", spy)
+    assert set(first.latest_of_source("chat-1", 2)) <= {"a1", "a3", "a5"}
+    assert len(first.latest_of_source("chat-1", 10)) == 3
+    ((query, params),) = queries[:1]
+    plan = str(graph.explain(query, params))
+    # The (user, source) index answers: no scan of the user's engrams filtered by source.
+    assert "Node By Index Scan" in plan and "Filter" not in plan and "Label Scan" not in plan
