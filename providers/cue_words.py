@@ -83,8 +83,11 @@ def lemma(word: str, language: str = ENGLISH) -> str:
 
 
 def warm() -> None:
-    """Load the English dictionary (0.5-1 s, ~30 MB) now rather than in the first store or recall."""
+    """Load the English dictionary (0.5-1 s, ~30 MB) and the stop word table every text's language
+    is told by (60 ms, measured: 60 % of a first recall's query parse) now rather than in the
+    first store or recall."""
     lemma("warming", ENGLISH)
+    _languages_of_stopwords()
 
 
 def cue_words(text: str, language: str | None = None) -> list[str]:
