@@ -1,9 +1,9 @@
 """What a FalkorDB recall no longer counts or asks at every call (stores/cypher/falkordb.py):
 each user's engram count is kept on an ``EngramTally`` node by the queries that create and
 delete engrams (every process sharing the graph reads the same count), a cue's engram count is
-its degree, the candidates' cues come with their rows, and an answer that every search index
-is built is kept for a second (never an answer that one is missing). A store finds the latest
-memories of its source through an index, not by walking the user's engrams.
+its degree, and an answer that every search index is built is kept for a second (never an
+answer that one is missing). A store finds the latest memories of its source through an index,
+not by walking the user's engrams.
 """
 
 from __future__ import annotations
@@ -127,29 +127,19 @@ def test_a_cues_engram_count_read_from_its_degree_is_the_walked_count(two_proces
     assert bob.cue_engram_counts(["kafka"]) == {"kafka": 1}
 
 
-def test_recall_rows_bring_their_cues_in_the_one_query(two_processes, monkeypatch):
+def test_recall_rows_bring_the_cosines_and_cues_and_no_embedding(two_processes):
     _, first, _, _ = two_processes
     first.create_engrams(_engrams("a", 3))
     cues = first.upsert_cues([Cue("kafka", "technology"), Cue("alice", "person"), Cue("zeta")])
     first.link_cue_ids("a0", [c.id for c in cues])
     first.link_cue_ids("a1", [cues[0].id])
-    queries: list[str] = []
-    run = FalkorDBConnection.run
-
-    def spy(self, query, params=None):
-        queries.append(query)
-        return run(self, query, params)
-
-    monkeypatch.setattr(FalkorDBConnection, "run", spy)
     rows = first.recall_rows(["a1", "missing", "a0", "a2"], np.asarray(_vector(0)))
-    assert len(queries) == 1
-    monkeypatch.setattr(FalkorDBConnection, "run", run)
-    expected = first.cues_of(["a1", "a0", "a2"])
     assert [row.engram.id for row in rows] == ["a1", "a0", "a2"]
-    assert {row.engram.id: row.cues for row in rows} == expected
-    assert [c.name for c in rows[1].cues] == ["alice", "kafka", "zeta"]  # by name, as cues_of
+    assert {row.engram.id: row.cues for row in rows} == first.cues_of(["a1", "a0", "a2"])
+    assert [c.name for c in rows[1].cues] == ["alice", "kafka", "zeta"]
     assert rows[2].cues == []
     assert rows[1].similarity == pytest.approx(1.0, abs=1e-6)
+    assert all(row.vector is None and row.engram.embedding is None for row in rows)
 
 
 def _build_indexes(store) -> None:
