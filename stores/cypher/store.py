@@ -19,10 +19,10 @@ method one of them carries out alone is handed to it (``handed``, ``stores/opera
 
 Decisions that hold on every Cypher backend:
 
-* Every node (Engram, Cue, Meta; FalkorDB's EngramVector) carries a ``user`` property and
-  every MATCH filters by it, whatever the isolation mode. In ``tenant`` mode this is the
-  isolation; in ``graph``/``database`` mode it is a second wall, and it lets one code path
-  serve both.
+* Every node (Engram, Cue, Meta; FalkorDB's EngramVector and EngramTally) carries a ``user``
+  property and every MATCH filters by it, whatever the isolation mode. In ``tenant`` mode
+  this is the isolation; in ``graph``/``database`` mode it is a second wall, and it lets one
+  code path serve both.
   Relationships are only ever created between nodes matched with the same ``$user``.
 * Cue names are unique per (user, name), so a cue name two users share never bridges them.
 * Timestamps are stored as ISO-8601 strings in UTC (see :mod:`.rows`).
