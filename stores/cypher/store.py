@@ -344,9 +344,13 @@ class CypherGraphStore(StoreBase):
         return [engram_from_row(row) for row in rows]
 
     def engram_states(self, ids: Sequence[str] | None = None) -> list[EngramState]:
+        # The id filter only when given: "$ids IS NULL OR e.id IN $ids" made FalkorDB scan
+        # every engram of the user for each chunk of 250 that decay re-reads (1.05 s a chunk
+        # at 100k against 3.5 ms; 400 chunks a consolidation, measured).
         rows = self.graph.q(
-            "MATCH (e:Engram {user: $user}) WHERE $ids IS NULL OR e.id IN $ids "
-            "RETURN e.id AS id, e.importance AS importance, "
+            "MATCH (e:Engram {user: $user}) "
+            + ("" if ids is None else "WHERE e.id IN $ids ")
+            + "RETURN e.id AS id, e.importance AS importance, "
             "e.access_count AS access_count, e.created_at AS created_at, "
             "e.last_accessed_at AS last_accessed_at, e.decay_factor AS decay_factor, "
             "e.cluster_id AS cluster_id ORDER BY id",

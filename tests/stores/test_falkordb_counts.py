@@ -232,3 +232,36 @@ def test_the_latest_memories_of_a_source_are_found_through_an_index(two_processe
     plan = str(graph.explain(query, params))
     # The (user, source) index answers: no scan of the user's engrams filtered by source.
     assert "Node By Index Scan" in plan and "Filter" not in plan and "Label Scan" not in plan
+
+
+def _plans_of(graph, monkeypatch, call) -> list[str]:
+    """FalkorDB's plan of every query ``call()`` sends."""
+    queries: list[tuple[str, dict]] = []
+    run = FalkorDBConnection.run
+
+    def spy(self, query, params=None):
+        queries.append((query, dict(params or {})))
+        return run(self, query, params)
+
+    monkeypatch.setattr(FalkorDBConnection, "run", spy)
+    call()
+    monkeypatch.setattr(FalkorDBConnection, "run", run)
+    return [str(graph.explain(query, params)) for query, params in queries]
+
+
+def test_decay_and_forget_read_their_few_engrams_and_cues_through_the_index(two_processes, monkeypatch):
+    """``$ids IS NULL OR e.id IN $ids`` made FalkorDB scan every engram of the user for each
+    chunk decay re-reads (1 s a chunk at 100k): the filter is only sent when given."""
+    graph, first, _, _ = two_processes
+    first.create_engrams(_engrams("a", 8))
+    cue, _ = first.upsert_cues([Cue("kafka", "technology"), Cue("orphan")])
+    first.link_cue_ids("a0", [cue.id])
+    (plan,) = _plans_of(graph, monkeypatch, lambda: first.engram_states(["a1", "a2"]))
+    assert "Node By Index Scan" in plan and "Filter" not in plan
+    assert [s.id for s in first.engram_states(["a2", "a1", "zz"])] == ["a1", "a2"]
+    assert len(first.engram_states()) == 8 and first.engram_states([]) == []
+    (plan,) = _plans_of(graph, monkeypatch, lambda: first.delete_orphan_cues(["kafka"]))
+    assert "Node By Index Scan" in plan and "Label Scan" not in plan
+    assert first.delete_orphan_cues(["kafka", "orphan"]) == 1  # kafka encodes a0: kept
+    assert first.delete_orphan_cues() == 0
+    assert [c.name for c in first.cues_of(["a0"])["a0"]] == ["kafka"]
