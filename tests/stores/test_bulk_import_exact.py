@@ -193,11 +193,8 @@ def test_a_bulk_import_into_kuzu_copies_from_arrow_and_lands_exactly(tmp_path):
         store.close()
 
 
-def test_smriti_import_leaves_falkordbs_search_indexes_built(falkor_server, tmp_path):
-    """``smriti import`` into FalkorDB builds the vector and full-text indexes before it returns:
-    the next server's first recall uses them instead of reading every embedding."""
-    from smriti.cli.transfer import import_from
-    from smriti.memory import Memory
+def _cli_import_setup(falkor_server, tmp_path):
+    """(client, graph, settings, records file of 60 memories) of a ``smriti import`` into FalkorDB."""
     from tests.test_import_index import _records
 
     client, port = falkor_server
@@ -207,6 +204,16 @@ def test_smriti_import_leaves_falkordbs_search_indexes_built(falkor_server, tmp_
     )
     path = tmp_path / "records.jsonl"
     _records(path, 60, DIMS)
+    return client, graph, settings, path
+
+
+def test_smriti_import_leaves_falkordbs_search_indexes_built(falkor_server, tmp_path):
+    """``smriti import`` into FalkorDB builds the vector and full-text indexes before it returns:
+    the next server's first recall uses them instead of reading every embedding."""
+    from smriti.cli.transfer import import_from
+    from smriti.memory import Memory
+
+    client, graph, settings, path = _cli_import_setup(falkor_server, tmp_path)
     try:
         with Memory.open(settings) as memory:
             assert memory.context.store.search.indexes(refresh=True) == {"vector": False, "fulltext": False}
@@ -225,15 +232,8 @@ def test_an_import_whose_index_is_still_filling_ends_with_everything_in(
     from smriti.cli.transfer import import_from
     from smriti.memory import Memory
     from smriti.stores.cypher import falkordb
-    from tests.test_import_index import _records
 
-    client, port = falkor_server
-    graph = f"smriti_cli_{uuid.uuid4().hex[:10]}"
-    settings = falkor_settings(
-        tmp_path, port, graph, index_threshold=20, llm_provider="heuristic", embedding_provider="hashing"
-    )
-    path = tmp_path / "records.jsonl"
-    _records(path, 60, DIMS)
+    client, graph, settings, path = _cli_import_setup(falkor_server, tmp_path)
     real = falkordb.FalkorDBConnection._label_indexes
 
     def filling(self):  # every label's index reads as still filling, as a slow build would

@@ -212,28 +212,6 @@ def test_a_search_through_an_index_dropped_meanwhile_falls_back_at_once(two_proc
     assert second.search.indexes() == {"vector": False, "fulltext": True}
 
 
-def test_the_latest_memories_of_a_source_are_found_through_an_index(two_processes, monkeypatch):
-    graph, first, _, _ = two_processes
-    engrams = _engrams("a", 6)
-    for i, engram in enumerate(engrams):
-        engram.source = "chat-1" if i % 2 else "chat-2"
-    first.create_engrams(engrams)
-    queries: list[tuple[str, dict]] = []
-    run = FalkorDBConnection.run
-
-    def spy(self, query, params=None):
-        queries.append((query, dict(params or {})))
-        return run(self, query, params)
-
-    monkeypatch.setattr(FalkorDBConnection, "run", spy)
-    assert set(first.latest_of_source("chat-1", 2)) <= {"a1", "a3", "a5"}
-    assert len(first.latest_of_source("chat-1", 10)) == 3
-    ((query, params),) = queries[:1]
-    plan = str(graph.explain(query, params))
-    # The (user, source) index answers: no scan of the user's engrams filtered by source.
-    assert "Node By Index Scan" in plan and "Filter" not in plan and "Label Scan" not in plan
-
-
 def _plans_of(graph, monkeypatch, call) -> list[str]:
     """FalkorDB's plan of every query ``call()`` sends."""
     queries: list[tuple[str, dict]] = []
@@ -247,6 +225,19 @@ def _plans_of(graph, monkeypatch, call) -> list[str]:
     call()
     monkeypatch.setattr(FalkorDBConnection, "run", run)
     return [str(graph.explain(query, params)) for query, params in queries]
+
+
+def test_the_latest_memories_of_a_source_are_found_through_an_index(two_processes, monkeypatch):
+    graph, first, _, _ = two_processes
+    engrams = _engrams("a", 6)
+    for i, engram in enumerate(engrams):
+        engram.source = "chat-1" if i % 2 else "chat-2"
+    first.create_engrams(engrams)
+    assert set(first.latest_of_source("chat-1", 2)) <= {"a1", "a3", "a5"}
+    assert len(first.latest_of_source("chat-1", 10)) == 3
+    (plan,) = _plans_of(graph, monkeypatch, lambda: first.latest_of_source("chat-1", 2))
+    # The (user, source) index answers: no scan of the user's engrams filtered by source.
+    assert "Node By Index Scan" in plan and "Filter" not in plan and "Label Scan" not in plan
 
 
 def test_decay_and_forget_read_their_few_engrams_and_cues_through_the_index(two_processes, monkeypatch):
