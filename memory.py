@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 
 MIN_ID_PREFIX = 4  # characters of an id that `smriti forget` accepts as its start
+# A question with a time, a name and common words, so that :meth:`Memory.rehearse` runs every
+# branch of recall (cues, keywords, vectors, the time window).
+REHEARSAL_QUERY = "What did Alex say about the plan last week?"
 
 
 def run_graph(graph: Any, payload: dict[str, Any], context: MemoryContext) -> Any:
@@ -43,12 +46,45 @@ class Memory:
     def __init__(self, context: MemoryContext) -> None:
         self.context = context
         self._worker: Any = None  # the analysis worker, when started (start_analysis_worker)
+        self._recalled = False  # a recall has run: a rehearsal (rehearse) has nothing left to do
 
     # The graphs are imported at first use: LangGraph takes ~1 s to import, which a command that
     # runs no graph (import, export, stats) need not wait for.
     def load_graphs(self) -> None:
         """Import and compile the three graphs now (a server does, so its first call need not)."""
         _ = self.recall_graph, self.store_graph, self.consolidate_graph  # recall: a first call's likeliest
+
+    def rehearse(self) -> list[dict[str, Any]]:
+        """Run one recall that answers and reinforces nothing (limit 0), so that the first real
+        recall does not pay what a process pays once: SQLite's first statements and pages, the
+        stop-word index, rapidfuzz's and numpy's first calls (a first recall at 10k took
+        2-3x a warm one without this). Nothing is written; a server does this in the
+        background after it starts (server/app.py). Returns the run's trace; empty when a real
+        recall came first (it paid those costs; rehearsing beside it would only slow it) or when
+        a recall would call a model over the network (:meth:`_rehearsal_is_offline`)."""
+        if self._recalled or not self._rehearsal_is_offline():
+            return []
+        payload = {
+            "query": REHEARSAL_QUERY,
+            "limit": 0,  # every step runs on the candidates; no result, so nothing to reinforce
+            "mode": "recall",
+            "memory_type": None,
+            "explain": False,
+            "include_superseded": False,
+            "checked": True,
+        }
+        return list(run_graph(self.recall_graph, payload, self.context)["trace"])
+
+    def _rehearsal_is_offline(self) -> bool:
+        """A rehearsal calls no model over the network: an API call at every start would cost
+        money and time for a gain of tens of milliseconds. So only with the offline analysis, a
+        local embedder (MiniLM or hashing) and no reranker."""
+        from smriti.providers.hashing import HashingEmbeddings
+        from smriti.providers.minilm import MiniLMEmbeddings
+
+        context = self.context
+        local = isinstance(context.embedder, HashingEmbeddings | MiniLMEmbeddings)
+        return local and context.llm is None and context.reranker is None
 
     @functools.cached_property
     def store_graph(self) -> Any:
@@ -270,6 +306,7 @@ class Memory:
         """:meth:`recall` for a request its caller already checked with ``validators.check_recall``
         (the MCP tools and the CLI do, where the request enters): the rules are not applied again."""
         self._touch()
+        self._recalled = True
         output = run_graph(self.recall_graph, {**request, "checked": True}, self.context)
         self._touch()
         result = output["result"]

@@ -10,8 +10,11 @@ indexes in ``bench/scale_mcp.py``. For each setting the graph is built as the ve
 builds it (``stores/ann.py``'s ``new_index``, batches of ``add``), then queried with the
 corpus questions: recall@10 of the cache's re-scored top 10 against exact cosine (numpy, the
 same vectors), and the query p50. ``--dtype`` adds quantised graphs (f16, i8: item 6 of
-issue 27), whose re-scoring reads the quantised copies back, as the cache would. Progress and
-the load average go to stderr; one JSON object per setting to stdout.
+issue 27), whose candidates are re-scored from the exact vectors, as the cache does.
+``--vectors minilm`` takes real all-MiniLM-L6-v2 vectors instead (384 dims: the embedding cache
+the LoCoMo and HotpotQA benchmarks fill, ``bench/.cache/embeddings-minilm.npz``), with
+``--queries`` of them held out as the questions. Progress and the load average go to stderr;
+one JSON object per setting to stdout.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import time
 
 import numpy as np
 
-from bench.common import data_dir, latency_summary
+from bench.common import CACHE_DIR, data_dir, latency_summary
 from bench.scale_corpus import embed_matrix, make_texts
 
 K = 10
@@ -63,7 +66,9 @@ def run(matrix, queries, norms, truth, expansion_add: int, threads: int, dtype: 
     for query, expected in zip(queries, truth, strict=True):
         began = time.perf_counter()
         keys = np.asarray(index.search(query, fetch).keys, dtype=np.int64)
-        vectors = np.asarray(index.get(keys.astype(np.uint64)), dtype=np.float32)
+        # As the vector cache: a quantised graph's candidates are re-scored from the exact vectors.
+        exact = matrix[keys] if dtype != "f32" else index.get(keys.astype(np.uint64))
+        vectors = np.asarray(exact, dtype=np.float32)
         scores = (vectors @ query) / np.maximum(np.linalg.norm(vectors, axis=1), 1e-12)
         top = keys[np.argsort(-scores)[:K]]
         samples.append((time.perf_counter() - began) * 1000.0)
@@ -82,6 +87,16 @@ def run(matrix, queries, norms, truth, expansion_add: int, threads: int, dtype: 
     }
 
 
+def minilm_vectors(size: int, queries: int) -> tuple[np.ndarray, np.ndarray]:
+    """Up to ``size`` cached MiniLM vectors and ``queries`` others held out as questions."""
+    cache = CACHE_DIR / "embeddings-minilm.npz"
+    if not cache.exists():
+        raise SystemExit(f"{cache} is missing: `bench.locomo --embedder minilm --embedding-cache` fills it")
+    vectors = np.load(cache)["vectors"].astype(np.float32)
+    order = np.random.default_rng(0).permutation(len(vectors))
+    return vectors[order[queries : queries + size]], vectors[order[:queries]]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=100_000)
@@ -91,12 +106,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dtype", nargs="+", default=["f32"], choices=["f32", "f16", "i8"])
     parser.add_argument("--batch", type=int, default=2048, help="vectors per add call (the cache's 8 x 256)")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--vectors", choices=["hashing", "minilm"], default="hashing")
     args = parser.parse_args(argv)
-    corpus = make_texts(data_dir(), args.size, seed=0)
-    matrix = embed_matrix(corpus.texts, args.dims).astype(np.float32)
-    queries = [
-        q / max(np.linalg.norm(q), 1e-12) for q in embed_matrix(corpus.queries[: args.queries], args.dims)
-    ]
+    if args.vectors == "minilm":
+        matrix, raw_queries = minilm_vectors(args.size, args.queries)
+    else:
+        corpus = make_texts(data_dir(), args.size, seed=0)
+        matrix = embed_matrix(corpus.texts, args.dims).astype(np.float32)
+        raw_queries = embed_matrix(corpus.queries[: args.queries], args.dims)
+    queries = [q / max(np.linalg.norm(q), 1e-12) for q in raw_queries]
     queries = [np.asarray(q, dtype=np.float32) for q in queries if np.any(q)]
     norms = np.linalg.norm(matrix, axis=1)
     truth = [exact_top(matrix, norms, q) for q in queries]

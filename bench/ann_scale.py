@@ -9,17 +9,22 @@ whose embeddings are the hashing embeddings (1,536 dims) of the scale corpus
 (``bench/scale_corpus.py``), written as an import writes them. Then, for each dtype
 (VECTOR_INDEX_DTYPE), two fresh processes, so each RSS is that process's alone:
 
-1. build: open the store, load the vectors and build the HNSW graph as ``smriti import`` does
-   (``SearchIndex.finish``), then close it (the graph is saved beside the file). Reported: the
-   load and build seconds and CPU seconds, and the peak RSS (VmHWM: the float32 matrix the
-   cache loads plus the graph being built);
+1. build: open the store and build the HNSW graph as ``smriti import`` does
+   (``SearchIndex.finish``: f32 from the loaded float32 matrix, f16/i8 from the BLOBs a batch
+   at a time), then close it (the graph is saved beside the file). Reported: the seconds
+   (reading included) and CPU seconds, and the peak RSS (VmHWM: the graph being built, plus
+   the float32 matrix for f32);
 2. serve: open the store again (the saved graph memory-mapped, no embedding read), then the
    corpus questions through ``store.vector_search`` (graph candidates re-scored from the
    BLOBs): recall@10 against exact cosine (numpy over the same vectors), p50/p95 ms, and the
    RSS after the queries (VmRSS: the touched pages of the mapped graph count) beside the
    graph file's size (what RSS reaches once every page has been touched).
 
-One JSON object per (size, dtype) on stdout; progress and load averages on stderr.
+``--sweep`` serves the questions again for each (expansion_search, candidates) of ``SWEEP``:
+recall@10 and latency against the graph's beam and candidate count. ``--serve-only`` serves
+the graph built before. One JSON object per (size, dtype) on stdout; progress and load
+averages on stderr; each child's log (the build's progress) in ``PHASE-DTYPE.log`` beside the
+store.
 """
 
 from __future__ import annotations
@@ -97,15 +102,14 @@ def prepare(folder: Path, size: int, dims: int, queries: int) -> None:
 
 
 def build(folder: Path, dims: int, dtype: str) -> dict[str, Any]:
-    """(child) Load the vectors and build and save the graph, as ``smriti import`` does."""
+    """(child) Build and save the graph as ``smriti import`` does (``finish_indexes``: an f32
+    graph from the loaded float32 matrix, a quantised one from the BLOBs a batch at a time)."""
     for path in folder.glob("memory.sqlite.vectors*"):
         path.unlink()
     started, cpu = time.perf_counter(), time.process_time()
     store = store_of(folder, dims, dtype)
     try:
-        store.index.warm()
-        loaded = time.perf_counter() - started
-        store.index.finish()
+        store.finish_indexes()
         assert store.index.vectors.ann_ready
         built, built_cpu = time.perf_counter() - started, time.process_time() - cpu
         peak = status_kb("VmHWM")
@@ -113,16 +117,16 @@ def build(folder: Path, dims: int, dtype: str) -> dict[str, Any]:
         store.close()
     graph = folder / "memory.sqlite.vectors"
     return {
-        "load_s": round(loaded, 1),
-        "build_s": round(built - loaded, 1),
+        "build_s": round(built, 1),  # reading the embeddings included
         "build_cpu_s": round(built_cpu, 1),  # every thread's CPU: the work, whatever the load
         "build_peak_rss_mb": round(peak / 1024),
         "graph_file_mb": round(graph.stat().st_size / 2**20),
     }
 
 
-def serve(folder: Path, dims: int, dtype: str) -> dict[str, Any]:
-    """(child) Reopen the store (the saved graph memory-mapped) and time the questions."""
+def serve(folder: Path, dims: int, dtype: str, sweep: bool = False) -> dict[str, Any]:
+    """(child) Reopen the store (the saved graph memory-mapped) and time the questions; with
+    ``sweep``, again for each candidate count and beam width of :data:`SWEEP`."""
     data = np.load(folder / "truth.npz")
     queries, truth = data["queries"], data["truth"]
     rss_before = status_kb("VmRSS")
@@ -133,30 +137,65 @@ def serve(folder: Path, dims: int, dtype: str) -> dict[str, Any]:
         assert store.index.vectors.ann_ready, "the saved graph was not opened"
         opened = time.perf_counter() - started
         rss_open = status_kb("VmRSS")
-        samples, hits = [], 0
-        for query, expected in zip(queries, truth, strict=True):
-            began = time.perf_counter()
-            got = store.vector_search(query.tolist(), K)
-            samples.append((time.perf_counter() - began) * 1000.0)
-            hits += len({f"m{k:07d}" for k in expected.tolist()} & {hit.id for hit in got})
+        result = {"open_s": round(opened, 2), **ask(store, queries, truth)}
         rss_after = status_kb("VmRSS")
+        if sweep:
+            result["sweep"] = swept(store, queries, truth)
     finally:
         store.close()
-    return {
-        "open_s": round(opened, 2),
-        "recall_at_10": round(hits / (K * len(queries)), 4),
-        "query_ms": latency_summary(samples),
-        "rss_mb": {
-            "python_and_store": round(rss_before / 1024),
-            "opened": round(rss_open / 1024),
-            "after_queries": round(rss_after / 1024),
-        },
+    result["rss_mb"] = {
+        "python_and_store": round(rss_before / 1024),
+        "opened": round(rss_open / 1024),
+        "after_queries": round(rss_after / 1024),
     }
+    return result
+
+
+def ask(store: Any, queries: np.ndarray, truth: np.ndarray) -> dict[str, Any]:
+    """recall@10 against exact cosine and the latency of ``store.vector_search``."""
+    samples, hits = [], 0
+    for query, expected in zip(queries, truth, strict=True):
+        began = time.perf_counter()
+        got = store.vector_search(query.tolist(), K)
+        samples.append((time.perf_counter() - began) * 1000.0)
+        hits += len({f"m{k:07d}" for k in expected.tolist()} & {hit.id for hit in got})
+    return {"recall_at_10": round(hits / (K * len(queries)), 4), "query_ms": latency_summary(samples)}
+
+
+# (expansion_search, candidates asked of the graph): the default is (256, 50). usearch's beam
+# is the larger of the two; candidates past 50 also cost their BLOB reads.
+SWEEP = [(128, 50), (256, 50), (512, 50), (1024, 50), (2048, 50), (4096, 50), (512, 200)]
+
+
+def swept(store: Any, queries: np.ndarray, truth: np.ndarray) -> list[dict[str, Any]]:
+    """Two passes over SWEEP, the second in reverse order: the first pass also warms the page
+    cache (the mapped graph, the BLOBs), so compare latencies within the second."""
+    from smriti.stores import vectors
+
+    rules = vectors.candidate_count, vectors.search_beam
+    rows = []
+    try:
+        for run, order in enumerate((SWEEP, SWEEP[::-1])):
+            for expansion, candidates in order:
+                vectors.search_beam = lambda configured, size, e=expansion: e  # type: ignore[misc]
+                vectors.candidate_count = lambda k, size, c=candidates: max(4 * k, c)  # type: ignore[misc]
+                row = {"pass": run + 1, "expansion_search": expansion, "candidates": candidates}
+                rows.append({**row, **ask(store, queries, truth)})
+                progress(f"sweep {rows[-1]}")
+    finally:
+        vectors.candidate_count, vectors.search_beam = rules
+    return rows
 
 
 def child(args: argparse.Namespace) -> None:
+    import logging
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     folder = Path(args.child_folder)
-    result = (build if args.child == "build" else serve)(folder, args.dims, args.child_dtype)
+    if args.child == "build":
+        result = build(folder, args.dims, args.child_dtype)
+    else:
+        result = serve(folder, args.dims, args.child_dtype, args.sweep)
     print(json.dumps(result), flush=True)
 
 
@@ -167,6 +206,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dims", type=int, default=1536)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/smriti-ann-scale"))
+    parser.add_argument(
+        "--sweep", action="store_true", help="serve again for each (beam, candidates) of SWEEP"
+    )
+    parser.add_argument("--serve-only", action="store_true", help="serve the graph already built")
     parser.add_argument("--child", choices=["build", "serve"], help=argparse.SUPPRESS)
     parser.add_argument("--child-folder", help=argparse.SUPPRESS)
     parser.add_argument("--child-dtype", help=argparse.SUPPRESS)
@@ -179,13 +222,18 @@ def main(argv: list[str] | None = None) -> None:
         for dtype in args.dtypes:
             result: dict[str, Any] = {"size": size, "dims": args.dims, "dtype": dtype}
             result["load"] = [os.getloadavg()]
-            for phase in ("build", "serve"):
-                progress(f"N={size} {dtype}: {phase}")
+            for phase in ("serve",) if args.serve_only else ("build", "serve"):
+                log = folder / f"{phase}-{dtype}.log"
+                progress(f"N={size} {dtype}: {phase} (its log: {log})")
                 command = [sys.executable, "-m", "bench.ann_scale", "--dims", str(args.dims)]
                 command += ["--child", phase, "--child-folder", str(folder), "--child-dtype", dtype]
-                done = subprocess.run(command, capture_output=True, text=True, check=False)
+                command += ["--sweep"] if args.sweep else []
+                with log.open("w") as errors:
+                    done = subprocess.run(
+                        command, stdout=subprocess.PIPE, stderr=errors, text=True, check=False
+                    )
                 if done.returncode != 0:
-                    result[phase] = {"status": "failed", "error": done.stderr[-2000:]}
+                    result[phase] = {"status": "failed", "error": log.read_text()[-2000:]}
                     break
                 result[phase] = json.loads(done.stdout.strip().splitlines()[-1])
                 result["load"].append(os.getloadavg())

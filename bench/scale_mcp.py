@@ -14,7 +14,8 @@ For each size N (and embedding dimension, default 1,536, the server's default):
 3. stdio: ``smriti-mcp`` through the ``mcp`` SDK client (the server in-process, or with
    ``--stdio-shared`` the relay and a cold shared server, as clients run it): the answer to
    ``initialize``, start-up to the first tool answer,
-   the first recall after a fresh start, server RSS (``/proc/<pid>/status``), then p50/p95 of
+   the first recall after a fresh start (at once, or ``--settle`` seconds after ``tools/list``),
+   server RSS (``/proc/<pid>/status``), then p50/p95 of
    ``smriti_store`` (new texts), ``smriti_recall`` in modes recall, search and list (LoCoMo and
    HotpotQA questions). The MCP reference memory server (``@modelcontextprotocol/server-memory``,
    npm) is filled to N too and called alternately with Smriti: a store is ``create_entities``
@@ -137,7 +138,16 @@ def run_one(args, size: int, dims: int, backend: str, work: Path, falkor_port: i
     if not args.skip_stdio:
         stdio_env = {**env, "SMRITI_SHARED": "true"} if args.stdio_shared else env
         phases["stdio"] = stdio_phase(
-            stdio_env, corpus, matrix, queries, args.stores, reference, args.phase_timeout, work, progress
+            stdio_env,
+            corpus,
+            matrix,
+            queries,
+            args.stores,
+            reference,
+            args.phase_timeout,
+            work,
+            progress,
+            args.settle,
         )
     for workers in args.workers:
         progress(f"{backend} N={size}: http with {workers} worker(s)")
@@ -185,6 +195,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--stdio-shared",
         action="store_true",
         help="stdio through the relay to a cold shared server (as MCP clients run it; stopped after)",
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="seconds between tools/list and the first recall (0: at once, a cold start as it comes; "
+        "a few: the first recall once the server's warm-up has finished)",
     )
     parser.add_argument(
         "--embedded",

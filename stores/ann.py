@@ -45,8 +45,9 @@ _HASHED = 1 << 16  # bytes hashed at each end of the index file
 
 @dataclass(frozen=True)
 class AnnParams:
-    """HNSW parameters (usearch names). ``expansion_search`` is the beam width of a query;
-    the cache asks for ``max(4k, 50)`` candidates, which widens it further."""
+    """HNSW parameters (usearch names). ``expansion_search`` is the beam width of a query up
+    to 100k vectors, wider past it (``vectors.search_beam``); the cache asks for
+    ``max(4k, 50)`` candidates, which widens it further."""
 
     connectivity: int = 16
     expansion_add: int = 128

@@ -3,13 +3,14 @@
 Small caches answer by exact cosine over one float32 matrix. Past ``ann_threshold`` vectors a
 daemon thread (nice 19; at the caller's priority when ``smriti import`` waits for it) builds a
 usearch HNSW graph from the cache's vectors on every core; until it is built, exact search
-answers. Once built, a query asks the graph for ``max(4k, 50)``
-candidates, re-scores them exactly from the graph's float32 copies (or, for a quantised graph,
-from the exact vectors the owner reads back: ``exact``), adds the exact scores of
-the vectors added since (the not-yet-indexed tail, which the thread indexes in batches: an
-insert into the graph costs ~2 ms, too slow for the store path) and sorts by (-score, id).
-Every path breaks ties by id, so the insertion order (a restore, a re-import) never changes
-what comes back.
+answers (an import of a quantised graph builds it from batches instead: :meth:`build_streamed`).
+Once built, a query asks the graph for ``max(4k, 50)`` candidates (with a beam that widens past
+100k vectors: :func:`search_beam`), re-scores them exactly from the graph's float32 copies (or,
+for a quantised graph, from the exact vectors the owner reads back: ``exact``), adds the exact
+scores of the vectors added since (the not-yet-indexed tail, which the thread indexes in
+batches: an insert into the graph costs ~2 ms, too slow for the store path) and sorts by
+(-score, id). Every path breaks ties by id, so the insertion order (a restore, a re-import)
+never changes what comes back.
 
 Measured in-process on the 2-core development machine (load average 3-5: shared), hashing
 embeddings (1,536 dims) of HotpotQA passages and sentences and LoCoMo turns, 300 questions:
@@ -44,12 +45,14 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from smriti.blas import one_blas_thread
 from smriti.stores import ann
 from smriti.stores.ann import AnnParams
 
@@ -60,6 +63,7 @@ logger = logging.getLogger(__name__)
 
 ANN_THRESHOLD = 20_000
 RARE = 2_000  # a memory type with at most this many indexed vectors is scored exactly
+PROGRESS_SECONDS = 30.0  # a long build logs how far it got this often
 BATCH = 256  # vectors per background insert (~0.5 s on 2 cores; queries wait at most that)
 
 
@@ -166,6 +170,7 @@ class VectorCache:
         which the cache keeps without a copy."""
         if matrix.shape != (len(ids), self.dims) or len(types) != len(ids):
             raise ValueError(f"load_matrix: {len(ids)} ids, {len(types)} types, a {matrix.shape} matrix")
+        one_blas_thread()  # the scans ahead need it: decided here, not in a first query (~15 ms)
         with self._lock:
             self._reset()
             saved = self._open_saved()
@@ -187,6 +192,7 @@ class VectorCache:
         the cache is then loaded without reading an embedding. False changes nothing: the
         owner calls :meth:`load`.
         """
+        one_blas_thread()
         with self._lock:
             saved = self._open_saved()
             if saved is None:
@@ -202,6 +208,68 @@ class VectorCache:
             self.loaded = True
             self._kick()
             return True
+
+    def build_streamed(
+        self,
+        batches: Iterable[tuple[list[str], list[str], np.ndarray]],
+        total: int,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> bool:
+        """Fill the cache and build its quantised graph in the calling thread, one batch of
+        (ids, memory types, float32 rows) at a time, then save it: the build holds the graph
+        and one batch, never every vector (at 1M x 1,536 the float32 matrix :meth:`load`
+        holds is 6.1 GB, an i8 graph 1.6 GB). For ``smriti import``, which waits for the graph.
+
+        False changes nothing (the owner calls :meth:`load`): an f32 graph (it uses the loaded
+        matrix in place, so streaming saves nothing), fewer than ``ann_threshold`` vectors, or
+        a saved graph of these parameters (:meth:`load` keeps what it still covers).
+        ``total`` is the expected number of rows (for the progress; more or fewer may come).
+        """
+        if not self.quantised or self.ann_threshold is None or total < self.ann_threshold:
+            return False
+        one_blas_thread()  # as load_matrix: for the scans of the tail added after the build
+        with self._lock:
+            if self._open_saved() is not None:
+                return False
+            self._reset()
+            epoch = self._epoch
+        graph = ann.new_index(self.dims, self.params)
+        ids: list[str] = []
+        codes, prints = [], []
+        started = reported = time.monotonic()
+        for batch_ids, batch_types, rows in batches:
+            start = len(ids)
+            ids.extend(batch_ids)
+            codes.append(np.fromiter((self._code(t) for t in batch_types), dtype=np.int32, count=len(rows)))
+            prints.append(ann.fingerprints(rows))
+            keys = np.arange(start, len(ids), dtype=np.uint64)
+            graph.add(keys, rows, copy=True, threads=build_threads())
+            self._build_done = len(ids)
+            if on_progress is not None:
+                on_progress(len(ids), max(total, len(ids)))
+            if time.monotonic() - reported >= PROGRESS_SECONDS:
+                reported = time.monotonic()
+                logger.info(
+                    "indexing vectors: %d of %d in %.0f s", len(ids), max(total, len(ids)), reported - started
+                )
+        with self._lock:
+            if epoch != self._epoch or self._closed:
+                return False
+            if len(set(ids)) != len(ids):
+                raise ValueError("build_streamed: an id came twice")
+            size = len(ids)
+            self._ids = list(ids)
+            self._keys = dict(zip(ids, range(size), strict=True))
+            self._codes = np.concatenate([np.zeros(0, dtype=np.int32), *codes])
+            self._prints = np.concatenate([np.zeros(0, dtype=np.float32), *prints])
+            self._alive = np.ones(size, dtype=bool)
+            with self._ann_lock:
+                self._index, self._view, self._indexed = graph, False, size
+            self._changed = size
+            self.loaded = True
+        logger.info("built the HNSW vector index over %d vectors in %.0f s", size, time.monotonic() - started)
+        self._save()
+        return True
 
     def _open_saved(self) -> ann.Saved | None:
         if self.index_path is None or self.ann_threshold is None:
@@ -337,12 +405,13 @@ class VectorCache:
                     return []
             # Exact over the tail (everything when there is no graph).
             tail = size - self._indexed
-            scores = cosine(query, self._matrix[:tail], self._norms[:tail])
             wanted = self._alive[self._indexed : size]
             if code is not None:
                 wanted = wanted & (self._codes[self._indexed : size] == code)
-            rows = np.flatnonzero(wanted)
-            keys, key_scores = rows + self._indexed, scores[rows]
+            rows, key_scores = best_rows(
+                query, self._matrix[:tail], self._norms[:tail], np.flatnonzero(wanted), k
+            )
+            keys = rows + self._indexed
             if self._index is not None and self._indexed:
                 graph_keys, graph_scores = self._graph_search(query, k, code)
                 keys = np.concatenate([keys, graph_keys])
@@ -392,9 +461,12 @@ class VectorCache:
     ) -> np.ndarray:
         assert self._index is not None
         # Dead keys and other memory types take places among the candidates: ask for more.
-        fetch = min(in_graph, int(max(4 * k, 50) * max(1.0, in_graph / matching)))
+        fetch = min(in_graph, int(candidate_count(k, in_graph) * max(1.0, in_graph / matching)))
+        beam = search_beam(self.params.expansion_search, in_graph)
         while True:
             with self._ann_lock:
+                if self._index.expansion_search != beam:
+                    self._index.expansion_search = beam  # type: ignore[misc]  # usearch's setter exists
                 found = np.asarray(self._index.search(query, fetch).keys, dtype=np.int64)
             found = found[(found < self._indexed) & (found >= 0)]
             found = found[usable[found]]
@@ -602,6 +674,31 @@ class VectorCache:
             self._changed -= min(self._changed, changed)
 
 
+def candidate_count(k: int, size: int) -> int:
+    """How many candidates a top-``k`` query asks of a graph over ``size`` vectors (before
+    widening for dead keys and other memory types)."""
+    return max(4 * k, 50)
+
+
+BEAM_BASE_SIZE = 100_000  # the configured beam up to this many vectors, then wider with size
+BEAM_MAX_FACTOR = 4  # at most 4x the configured beam (1,024 for the default 256)
+
+
+def search_beam(expansion: int, size: int) -> int:
+    """The beam width (usearch ``expansion_search``) of a query over a graph of ``size``
+    vectors: the configured one (``AnnParams.expansion_search``) up to 100k vectors, growing
+    in proportion to the size past it, at most 4x.
+
+    recall@10 at a fixed beam of 256 fell with size (i8 graphs, hashing embeddings, bench/
+    RESULTS.md "1M memories"): 0.963 at 100k, 0.930 at 250k, 0.818 at 1M; a wider beam takes
+    it back to 0.957 (512) at 250k and 0.883 (1,024) at 1M for ~10 ms more at 1M; 2,048 and
+    4,096 gain 0.02 and 0.03 more at 1M for 2x and 4x that cost. Asking for more candidates
+    (200 instead of 50) at the same beam gained nothing and cost their BLOB reads.
+    """
+    grown = expansion * size // BEAM_BASE_SIZE
+    return max(expansion, min(grown, BEAM_MAX_FACTOR * expansion))
+
+
 def build_threads() -> int:
     """usearch threads of a graph build: every core this process may run on (usearch's own
     default, 0, counts the machine's cores, not the process's affinity or cgroup)."""
@@ -625,13 +722,23 @@ def row_norms(matrix: np.ndarray) -> np.ndarray:
 
 
 def cosine(
-    query: Sequence[float] | np.ndarray, matrix: np.ndarray, norms: np.ndarray | None = None
+    query: Sequence[float] | np.ndarray,
+    matrix: np.ndarray,
+    norms: np.ndarray | None = None,
+    *,
+    rough: bool = False,
 ) -> np.ndarray:
     """Cosine similarity of ``query`` with each row of ``matrix``, in the matrix's dtype.
 
     A zero row (or a zero query) scores 0. ``norms`` are the rows' norms when the caller
     keeps them (the vector cache does); computed here otherwise. The one brute-force cosine:
     the embedded store's cache calls it on float32 rows, the Cypher fallback on float64 rows.
+
+    The exact score (the default) is numpy's ``einsum`` loop, which gives a row the same value
+    wherever it sits, in a 10k matrix or among 50 gathered candidates, so every path ranks
+    alike. ``rough`` computes it with a BLAS product instead, ~1.8x faster (2.2 against 3.9 ms
+    for 10k x 1,536 float32), but a row's last bits then depend on its place in the matrix:
+    :func:`best_rows` uses it only to find candidates, within :func:`rounding_margin`.
     """
     if not len(matrix):
         return np.zeros(0, dtype=matrix.dtype)
@@ -641,9 +748,42 @@ def cosine(
         return np.zeros(len(matrix), dtype=matrix.dtype)
     if norms is None:
         norms = np.linalg.norm(matrix, axis=1)
-    # einsum runs numpy's own single-threaded loop: a BLAS gemv (``@``) wakes OpenBLAS's
-    # thread pool, whose spinning workers then compete with the database's threads (on
-    # 2 cores this made the search ~8x and the next Kuzu queries ~1.5x slower).
-    dots = np.einsum("ij,j->i", matrix, q / norm)
+    if rough:
+        one_blas_thread()  # two spinning OpenBLAS threads made it 8 ms (smriti/blas.py)
+        dots = matrix @ (q / norm)
+    else:
+        dots = np.einsum("ij,j->i", matrix, q / norm)
     # Cosine: divide by each row's norm; a zero row scores 0 against anything.
     return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+
+
+def rounding_margin(matrix: np.ndarray) -> float:
+    """A bound on how far a rough cosine (:func:`cosine`) can be from the exact one.
+
+    Each is a sum of ``d`` products of float numbers followed by a division: its relative error
+    is at most ``(d + 2) * eps`` times the sum of the products' magnitudes, which is at most the
+    two norms (Cauchy-Schwarz), so at most ``(d + 2) * eps`` of a cosine; the two differ by at
+    most twice that (7.3e-4 for 1,536 float32 dims, against score gaps of ~1e-2 in a top 10).
+    """
+    return 2.0 * (matrix.shape[1] + 2) * float(np.finfo(matrix.dtype).eps)
+
+
+def best_rows(
+    query: np.ndarray, matrix: np.ndarray, norms: np.ndarray, rows: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``rows`` of ``matrix`` that can be among the ``k`` best by cosine, with their exact
+    cosines (every row whose exact score ties the k-th best included).
+
+    A rough BLAS scan over the matrix finds the candidates: with R the k-th best rough score
+    and m the :func:`rounding_margin`, the k-th best exact score is at least R - m, so a row of
+    the exact top k has a rough score of at least R - 2m; only those are scored exactly.
+    """
+    if k >= len(rows):
+        candidates = rows
+    else:
+        rough = cosine(query, matrix, norms, rough=True)[rows]
+        kth = np.partition(rough, len(rough) - k)[len(rough) - k]
+        candidates = rows[rough >= kth - 2.0 * rounding_margin(matrix)]
+    if 2 * len(candidates) > len(matrix):  # nearly all (ties, a small matrix): no gather
+        return candidates, cosine(query, matrix, norms)[candidates]
+    return candidates, cosine(query, matrix[candidates], norms[candidates])

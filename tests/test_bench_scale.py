@@ -55,7 +55,7 @@ def bench_run(tmp_path_factory):
         "--sizes", str(SMOKE_SIZE), "--stores", str(STORES), "--queries", str(QUERIES),
         "--clients", str(CLIENTS), "--http-calls", str(HTTP_CALLS), "--workdir", str(work),
         "--results", str(results), "--json", str(report_file),
-        "--import-timeout", "400", "--phase-timeout", "200",
+        "--import-timeout", "400", "--phase-timeout", "200", "--settle", "0.5",
     ]  # fmt: skip
     report = scale_mcp.main(argv)
     return {"report": report, "results": results.read_text(), "json": json.loads(report_file.read_text())}
@@ -85,6 +85,7 @@ def test_every_phase_succeeds_with_sane_figures(bench_run):
     steps = stdio["steps"]
     assert steps["stats"]["status"] == "ok" and steps["stats"]["engrams"] == SMOKE_SIZE, steps["stats"]
     assert _positive(stdio["first_recall_ms"]) and stdio["first_answer_ms"] > stdio["first_recall_ms"]
+    assert stdio["settle_s"] == 0.5  # the wait before the first recall, left out of first_answer_ms
     assert _positive(stdio["rss_start"]["VmRSS"]) and stdio["rss_end"]["VmHWM"] >= stdio["rss_start"]["VmRSS"]
     assert steps["store"]["status"] == "ok", steps["store"]
     _check_latency(steps["store"]["store"], STORES)
@@ -99,6 +100,7 @@ def test_every_phase_succeeds_with_sane_figures(bench_run):
         step = http["steps"][name]
         assert step["status"] == "ok" and step["clients"] == clients, step
         assert step["calls"] == HTTP_CALLS and _positive(step["calls_per_s"]), step
+        assert len(step["worker_cpu_s"]) == 1 and step["worker_cpu_s"][0] > 0, step  # one process served
         _check_latency(step, HTTP_CALLS)
     consolidation = http["steps"]["consolidate"]
     assert consolidation["status"] == "ok", consolidation

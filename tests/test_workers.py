@@ -117,7 +117,10 @@ def test_workers_2_serves_one_port_from_two_processes(tmp_path):
         anyio.run(main)
         workers = _workers(server.process.pid)
         assert len(workers) == 2, workers
-        assert httpx2.get(f"{server.base}/health", timeout=5).status_code == 200
+        health = httpx2.get(f"{server.base}/health", timeout=5)
+        assert health.status_code == 200
+        # Each request on a connection of its own, so the kernel spreads them over the workers.
+        assert health.headers["connection"] == "close"
     finally:
         code, stderr = server.stop()
     assert code == 0, stderr

@@ -9,7 +9,7 @@ statement, any length, never text built from input.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -254,25 +254,32 @@ class EngramTable:
         )
         return {id_: np.frombuffer(blob, dtype="<f4") for id_, blob in rows}
 
-    def embeddings(self) -> tuple[list[str], list[str], np.ndarray]:
-        """Ids, memory types and the float32 matrix of every engram with an embedding (the
-        cache's load). Read in batches straight into one preallocated matrix: holding the
-        BLOBs as a list, joining them and copying rows made three copies of 614 MB at 100k."""
-        expected = int(self.db.read("SELECT count(*) FROM engram WHERE embedding IS NOT NULL")[0][0])
-        matrix = np.empty((expected, self.dims), dtype=np.float32)
-        ids: list[str] = []
-        types: list[str] = []
+    def embedded_count(self) -> int:
+        return int(self.db.read("SELECT count(*) FROM engram WHERE embedding IS NOT NULL")[0][0])
+
+    def embedding_batches(self) -> Iterator[tuple[list[str], list[str], np.ndarray]]:
+        """Ids, memory types and float32 rows of every engram with an embedding, a batch at a
+        time from one snapshot (each batch's matrix is its own: 2,000 rows, 12 MB at 1,536)."""
         for batch in self.db.read_batches(
             "SELECT id, memory_type, embedding FROM engram WHERE embedding IS NOT NULL"
         ):
-            start = len(ids)
-            if start + len(batch) > len(matrix):  # rows committed since the count
-                matrix = np.concatenate([matrix, np.empty((len(batch), self.dims), dtype=np.float32)])
-            # One join per batch (12 MB) is a memcpy; a frombuffer per row cost 20 us each.
+            # One join per batch is a memcpy; a frombuffer per row cost 20 us each.
             block = b"".join(row[2] for row in batch)
-            matrix[start : start + len(batch)] = np.frombuffer(block, dtype="<f4").reshape(
-                len(batch), self.dims
-            )
-            ids.extend(row[0] for row in batch)
-            types.extend(row[1] for row in batch)
+            matrix = np.frombuffer(block, dtype="<f4").reshape(len(batch), self.dims)
+            yield [row[0] for row in batch], [row[1] for row in batch], matrix
+
+    def embeddings(self) -> tuple[list[str], list[str], np.ndarray]:
+        """Ids, memory types and the float32 matrix of every engram with an embedding (the
+        cache's load). The batches are copied into one preallocated matrix: holding the
+        BLOBs as a list, joining them and copying rows made three copies of 614 MB at 100k."""
+        matrix = np.empty((self.embedded_count(), self.dims), dtype=np.float32)
+        ids: list[str] = []
+        types: list[str] = []
+        for batch_ids, batch_types, rows in self.embedding_batches():
+            start = len(ids)
+            if start + len(rows) > len(matrix):  # rows committed since the count
+                matrix = np.concatenate([matrix, np.empty((len(rows), self.dims), dtype=np.float32)])
+            matrix[start : start + len(rows)] = rows
+            ids.extend(batch_ids)
+            types.extend(batch_types)
         return ids, types, matrix[: len(ids)]

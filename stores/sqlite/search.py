@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from smriti.config import DEFAULT_VECTOR_INDEX_DTYPE
 from smriti.stores.ann import AnnParams
 from smriti.stores.base import ScoredId
 from smriti.stores.search import VectorCache, normalise_scores, tokenize
@@ -69,6 +70,8 @@ class SearchIndex:
         vector_dtype: what the HNSW graph keeps of each vector (VECTOR_INDEX_DTYPE); a quantised
             graph's candidates are re-scored from the BLOBs ``exact`` reads.
         exact: {id: embedding} of the given ids, read from the database.
+        batches: the number of embedded engrams and their (ids, memory types, float32 rows) in
+            batches: :meth:`finish` builds a quantised graph from them without the whole matrix.
     """
 
     def __init__(
@@ -80,11 +83,12 @@ class SearchIndex:
         *,
         ids: Callable[[], list[tuple[str, str]]] | None = None,
         index_path: Path | None = None,
-        vector_dtype: str = "f32",
+        vector_dtype: str = DEFAULT_VECTOR_INDEX_DTYPE,
         exact: Callable[[list[str]], dict[str, np.ndarray]] | None = None,
+        batches: Callable[[], tuple[int, Iterable[tuple[list[str], list[str], np.ndarray]]]] | None = None,
     ) -> None:
         self.db, self.dims = db, dims
-        self._load, self._count, self._ids = load, count, ids
+        self._load, self._count, self._ids, self._batches = load, count, ids, batches
         # Exact cosine up to ANN_THRESHOLD vectors (~4 ms at 10k x 1,536), HNSW past it (57 ms
         # exact against 4.5 ms at 100k, recall@10 0.99), built in the background and saved.
         self.vectors = VectorCache(
@@ -149,8 +153,19 @@ class SearchIndex:
         """Load the cache and wait for its HNSW graph to be built (past ANN_THRESHOLD) and
         saved (the thread saves it before it goes idle), so that the next server opens it
         memory-mapped instead of building it again. The caller waits: the build runs at
-        normal priority (see VectorCache.background)."""
+        normal priority (see VectorCache.background). A quantised graph with nothing saved to
+        start from is built in this thread from batches of BLOBs (VectorCache.build_streamed):
+        the build's memory is the graph and one batch, not every embedding as float32."""
         self.vectors.background = False
+        if self.feed is not None:
+            self.feed.catch_up()
+        with self.lock:
+            # A quantised graph is built straight from the BLOBs, a batch at a time; an f32
+            # graph uses the loaded matrix in place, so it loads it as before.
+            stream = self._batches if self.vectors.quantised else None
+            if stream is not None and not self.vectors.loaded and not self._open_saved():
+                total, batches = stream()
+                self.vectors.build_streamed(batches, total, on_progress)
         self.warm()
         if not self.vectors.ann_ready and len(self.vectors) < ANN_THRESHOLD:
             return  # exact search below the threshold: nothing to build
@@ -163,15 +178,20 @@ class SearchIndex:
     def _ensure_loaded(self) -> None:
         """Fill the cache from the BLOBs (caller holds ``self.lock``). Changes committed while
         loading wait on the lock and are applied after: adds and removes are idempotent."""
-        if self.vectors.loaded:
-            return
-        saved = self.vectors.index_path
-        if self._ids is not None and saved is not None and saved.exists() and self.vectors.open(self._ids()):
-            logger.debug("%s: opened the saved vector index", self.db.path)
+        if self.vectors.loaded or self._open_saved():
             return
         ids, types, matrix = self._load()
         self.vectors.load_matrix(ids, types, matrix)
         logger.debug("%s: loaded %d embeddings into the vector cache", self.db.path, len(ids))
+
+    def _open_saved(self) -> bool:
+        """Fill the cache from the saved graph when it covers exactly the stored embeddings
+        (caller holds ``self.lock``)."""
+        saved = self.vectors.index_path
+        if self._ids is not None and saved is not None and saved.exists() and self.vectors.open(self._ids()):
+            logger.debug("%s: opened the saved vector index", self.db.path)
+            return True
+        return False
 
     def vector_search(
         self, embedding: Sequence[float], k: int, memory_type: str | None = None

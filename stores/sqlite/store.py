@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from smriti.config import DEFAULT_VECTOR_INDEX_DTYPE
 from smriti.stores.base import (
     Capabilities,
     EmbeddingMismatchError,
@@ -138,7 +139,7 @@ class SqliteStore(StoreBase):
         dims: int,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         shared: bool = False,
-        vector_dtype: str = "f32",
+        vector_dtype: str = DEFAULT_VECTOR_INDEX_DTYPE,
     ) -> None:
         self.user, self.path, self.dims = user, Path(path), dims
         self.db = Database(self.path, user=user, busy_timeout=busy_timeout, shared=shared)
@@ -152,6 +153,7 @@ class SqliteStore(StoreBase):
                 index_path=self.path.with_name(self.path.name + ".vectors"),
                 vector_dtype=vector_dtype,
                 exact=lambda ids: self.engrams.vectors_of(ids),
+                batches=lambda: (self.engrams.embedded_count(), self.engrams.embedding_batches()),
             )
             # Shared, the vector cache follows the change log only (this process's commits too:
             # one path, in commit order), not the commit hooks.

@@ -209,3 +209,18 @@ def test_the_build_uses_every_core_and_a_waiting_caller_builds_at_normal_priorit
     for query in _vectors(40, seed=7):
         hits += len({i for i, _ in exact.search(query, 10)} & {i for i, _ in cache.search(query, 10)})
     assert hits / 400 >= 0.95  # parallel inserts make another graph than serial ones: as good
+
+
+def test_the_query_beam_widens_with_the_graph_size(monkeypatch) -> None:
+    """search_beam: the configured beam up to BEAM_BASE_SIZE vectors, in proportion past it,
+    at most 4x; a query sets it on the graph (usearch's expansion_search) before searching."""
+    import smriti.stores.vectors as vectors
+
+    sizes = (5_000, 100_000, 250_000, 1_000_000)
+    assert [vectors.search_beam(256, n) for n in sizes] == [256, 256, 640, 1024]
+    monkeypatch.setattr(vectors, "BEAM_BASE_SIZE", 1_000)
+    rows = _rows(_vectors(2_500))
+    cache = _built(rows)
+    assert cache._index is not None
+    cache.search(_vectors(1, seed=2)[0], 10)
+    assert cache._index.expansion_search == 320  # 128 x 2,500 / 1,000
