@@ -8,6 +8,8 @@ not by walking the user's engrams.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -189,8 +191,18 @@ def test_an_answer_that_every_index_is_built_is_kept_a_second(two_processes, mon
     assert len(asked) == 2
 
 
+def _until_gone(connection: FalkorDBConnection, kind: str) -> None:
+    """Wait until the database no longer lists the dropped ``kind`` index (a drop under load
+    was seen to show after the next query)."""
+    deadline = time.monotonic() + 10
+    while connection.index_state()[kind]:
+        assert time.monotonic() < deadline, f"the {kind} index was not dropped"
+        time.sleep(0.02)
+
+
 def test_a_search_through_an_index_dropped_meanwhile_falls_back_at_once(two_processes):
     _, first, second, _ = two_processes
+    second.search.clock = lambda: 0.0  # what second keeps never ages: only a failed search tells
     first.create_engrams(_engrams("a", 6))
     _build_indexes(first)
     query = _vector(3)
@@ -202,12 +214,14 @@ def test_a_search_through_an_index_dropped_meanwhile_falls_back_at_once(two_proc
     # Within the second: the keyword query on a dropped index answers nothing, the vector query
     # fails; each is noticed and searched without the index, with the same hits.
     connection.run("CALL db.idx.fulltext.drop('Engram')")
+    _until_gone(connection, "fulltext")
     assert [h.id for h in second.fulltext_search("kafka", 3)] == [h.id for h in keyword]
     assert second.search.indexes() == {"vector": True, "fulltext": False}
     first.search.indexes(refresh=True)  # first's "built" is a second old at most: not waited for
     _build_indexes(first)
     assert second.search.indexes() == {"vector": True, "fulltext": True}  # kept again
     connection.run("DROP VECTOR INDEX FOR (v:EngramVector) ON (v.embedding)")
+    _until_gone(connection, "vector")
     assert [h.id for h in second.vector_search(query, 3)] == [h.id for h in through_index]
     assert second.search.indexes() == {"vector": False, "fulltext": True}
 
