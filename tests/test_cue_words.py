@@ -57,3 +57,15 @@ def test_a_memory_linked_by_an_older_version_is_still_reached_through_its_cue(ma
     out = recall_graph.invoke({"query": "paintings", "explain": True}, context=context)
     step = next(t for t in out["trace"] if t["node"] == "cue_traverse")
     assert [c["id"] for c in step["candidates"]] == [engram_id]
+
+
+def test_warm_leaves_nothing_for_the_first_query_to_build():
+    # The language table took 60 ms of a first recall's parse: built by warm() instead.
+    from smriti.providers import cue_words
+    from smriti.providers.analysis import parse_query
+
+    cue_words._languages_of_stopwords.cache_clear()
+    cue_words.warm()
+    built = cue_words._languages_of_stopwords.cache_info().misses
+    parse_query(None, "What did Caroline say about the adoption agency last week?")
+    assert cue_words._languages_of_stopwords.cache_info().misses == built == 1

@@ -17,6 +17,9 @@ from smriti.stores.base import EmbeddingMismatchError
 from smriti.stores.cypher.rows import floats
 from smriti.stores.migrations import Migration
 
+# The user's engrams, counted (what a database that keeps no count answers with).
+ENGRAM_COUNT = "MATCH (e:Engram {user: $user}) RETURN count(e) AS n"
+
 
 class EmbeddingJoin(NamedTuple):
     """Where a query finds the embedding of an engram it has bound (:meth:`CypherConnection.embedding_join`).
@@ -86,6 +89,25 @@ class CypherConnection(ABC):
         """Cypher for the cosine similarity of the vector expression ``vector`` with the vector
         parameter ``$q``, computed by the database (0 when either is zero, null when ``vector``
         is), or None: the database sends vectors back and the caller computes it."""
+        return None
+
+    # -- counts the database keeps instead of counting ----------------------------------------------
+    # By default counted when asked (Neo4j). FalkorDB keeps the user's engram count on a node,
+    # changed by the query that creates or deletes engrams, and reads a cue's engrams from its
+    # degree (falkordb.py says why).
+    def engram_tally(self, delta: str) -> str:
+        """A clause adding the integer ``delta`` (an expression over variables bound before it)
+        to the user's kept engram count, in the query that created or deleted them; "" where
+        the count is not kept. The clause keeps every variable bound before it."""
+        return ""
+
+    def engram_count_query(self) -> str:
+        """A query answering the user's engram count as ``n`` (no row: count them instead)."""
+        return ENGRAM_COUNT
+
+    def encoded_count(self, cue: str) -> str | None:
+        """Cypher for how many engrams encode the cue bound to ``cue`` (its EncodedBy edges), or
+        None: counted by matching them."""
         return None
 
     def searchable_text(self, var: str) -> str:

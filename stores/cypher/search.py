@@ -14,17 +14,21 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from smriti.stores.base import Capabilities, ScoredId
+from smriti.stores.base import Capabilities, ScoredId, StoreError
 from smriti.stores.cypher.connection import UserGraph
 from smriti.stores.search import KeywordIndex, cosine, normalise_scores, text_of, tokenize
 
 log = logging.getLogger(__name__)
 
 SCORE_DECIMALS = 6
+# Seconds an answer of the database about its indexes is used for (CypherSearch.indexes).
+INDEX_STATE_SECONDS = 1.0
 
 
 # -- ranking ----------------------------------------------------------------------------------
@@ -49,21 +53,52 @@ class CypherSearch:
         capabilities: which indexes the database can build.
     """
 
-    def __init__(self, graph: UserGraph, capabilities: Capabilities) -> None:
+    def __init__(
+        self, graph: UserGraph, capabilities: Capabilities, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.graph = graph
         self.capabilities = capabilities
         self._said_fallback: set[str] = set()
         self._keywords = KeywordIndex()  # the keyword fallback, synced per query
+        self.clock = clock
+        # (when, its answer) of the database's last answer that every index answers, if it was
+        self._built: tuple[float, dict[str, bool]] | None = None
+        self._state_lock = threading.Lock()
 
-    def indexes(self, refresh: bool = True) -> dict[str, bool]:
-        """Which indexes exist, asked of the database every time (``refresh`` is kept for callers).
+    def indexes(self, refresh: bool = False) -> dict[str, bool]:
+        """Which indexes exist and answer: asked of the database, or, when its last answer was
+        that every index answers, that answer for INDEX_STATE_SECONDS (not with ``refresh``).
 
-        Not cached: another server process may build (or drop) them, and a process that kept
-        its first answer would search by brute force and BM25 while the others use the indexes,
-        ranking the same memories differently. One ``db.indexes()`` call costs well under a
-        millisecond next to the search it decides.
+        Any other answer is never kept: another server process may build the indexes at any
+        moment, and a process that kept "not yet" would search by brute force and BM25 while
+        the others use the indexes, ranking the same memories differently. "Built" is kept for
+        a second because a recall searches twice at once and a shared store checks at every
+        store: each asked ``db.indexes()`` (2-6 ms of a recall at 10k under load, measured);
+        now the first asks and the others wait for its answer. Indexes, once built, go only
+        when dropped (an upgrade's migration, a re-embedding): a search through a dropped one
+        fails and falls back at once (``_indexed_or_none``).
         """
-        return self.graph.connection.index_state()
+        with self._state_lock:
+            now = self.clock()
+            if refresh or self._built is None or now - self._built[0] > INDEX_STATE_SECONDS:
+                state = self.graph.connection.index_state()
+                self._built = (now, state) if state and all(state.values()) else None
+                return dict(state)
+            return dict(self._built[1])
+
+    def _indexed_or_none(self, kind: str, search: Callable[[], list[ScoredId]]) -> list[ScoredId] | None:
+        """``search()`` through the ``kind`` index; None when the index turns out to be gone (dropped
+        by another process since :meth:`indexes` answered), so the caller searches without it."""
+        try:
+            hits = search()
+        except StoreError:  # FalkorDB's vector query on a dropped index fails
+            if self.indexes(refresh=True)[kind]:
+                raise
+            return None
+        # Its full-text query on a dropped index answers nothing: an empty answer is checked.
+        if not hits and not self.indexes(refresh=True)[kind]:
+            return None
+        return hits
 
     def _say_once(self, key: str, message: str, *args: object) -> None:
         if key not in self._said_fallback:
@@ -77,7 +112,9 @@ class CypherSearch:
         if k <= 0 or query is None or not any(query):
             return []  # cosine is undefined for a zero query vector
         if self.indexes()["vector"]:
-            return self._vector_indexed(query, k, memory_type)
+            hits = self._indexed_or_none("vector", lambda: self._vector_indexed(query, k, memory_type))
+            if hits is not None:
+                return hits
         self._say_once("vector", "%s: no vector index yet, brute-force cosine search", self.graph.backend)
         join = self.graph.connection.embedding_join("e")
         match = (
@@ -131,17 +168,9 @@ class CypherSearch:
         if k <= 0 or not terms:
             return []
         if self.indexes()["fulltext"]:
-            call, expression = self.graph.connection.index_fulltext_call(list(dict.fromkeys(terms)))
-            rows = self.graph.q(
-                f"{call} WITH node, score WHERE node.user = $user "
-                "AND ($memory_type IS NULL OR node.memory_type = $memory_type) "
-                "RETURN node.id AS id, score ORDER BY score DESC, id ASC LIMIT $k",
-                q=expression,
-                memory_type=memory_type,
-                k=int(k),
-            )
-            hits = normalise_scores([(r["id"], float(r["score"])) for r in rows])
-            return [ScoredId(i, s) for i, s in hits]
+            hits = self._indexed_or_none("fulltext", lambda: self._fulltext_indexed(terms, k, memory_type))
+            if hits is not None:
+                return hits
         self._say_once("fulltext", "%s: no full-text index yet, BM25 keyword scan", self.graph.backend)
         rows = self.graph.q(
             "MATCH (e:Engram {user: $user}) RETURN e.id AS id, e.memory_type AS memory_type, "
@@ -153,6 +182,19 @@ class CypherSearch:
             for r in rows
         )
         return [ScoredId(i, s) for i, s in self._keywords.search(query, k, memory_type)]
+
+    def _fulltext_indexed(self, terms: list[str], k: int, memory_type: str | None) -> list[ScoredId]:
+        call, expression = self.graph.connection.index_fulltext_call(list(dict.fromkeys(terms)))
+        rows = self.graph.q(
+            f"{call} WITH node, score WHERE node.user = $user "
+            "AND ($memory_type IS NULL OR node.memory_type = $memory_type) "
+            "RETURN node.id AS id, score ORDER BY score DESC, id ASC LIMIT $k",
+            q=expression,
+            memory_type=memory_type,
+            k=int(k),
+        )
+        hits = normalise_scores([(r["id"], float(r["score"])) for r in rows])
+        return [ScoredId(i, s) for i, s in hits]
 
     # -- maintenance --------------------------------------------------------------------------
     def ensure_indexes(self, threshold: int, engrams: int) -> dict[str, bool]:

@@ -193,11 +193,8 @@ def test_a_bulk_import_into_kuzu_copies_from_arrow_and_lands_exactly(tmp_path):
         store.close()
 
 
-def test_smriti_import_leaves_falkordbs_search_indexes_built(falkor_server, tmp_path):
-    """``smriti import`` into FalkorDB builds the vector and full-text indexes before it returns:
-    the next server's first recall uses them instead of reading every embedding."""
-    from smriti.cli.transfer import import_from
-    from smriti.memory import Memory
+def _cli_import_setup(falkor_server, tmp_path):
+    """(client, graph, settings, records file of 60 memories) of a ``smriti import`` into FalkorDB."""
     from tests.test_import_index import _records
 
     client, port = falkor_server
@@ -207,10 +204,54 @@ def test_smriti_import_leaves_falkordbs_search_indexes_built(falkor_server, tmp_
     )
     path = tmp_path / "records.jsonl"
     _records(path, 60, DIMS)
+    return client, graph, settings, path
+
+
+def test_smriti_import_leaves_falkordbs_search_indexes_built(falkor_server, tmp_path):
+    """``smriti import`` into FalkorDB builds the vector and full-text indexes before it returns:
+    the next server's first recall uses them instead of reading every embedding."""
+    from smriti.cli.transfer import import_from
+    from smriti.memory import Memory
+
+    client, graph, settings, path = _cli_import_setup(falkor_server, tmp_path)
     try:
         with Memory.open(settings) as memory:
             assert memory.context.store.search.indexes(refresh=True) == {"vector": False, "fulltext": False}
             import_from(memory, path)
             assert memory.context.store.search.indexes(refresh=True) == {"vector": True, "fulltext": True}
+    finally:
+        client.select_graph(graph).delete()
+
+
+def test_an_import_whose_index_is_still_filling_ends_with_everything_in(
+    falkor_server, tmp_path, monkeypatch, caplog
+):
+    """At 100k under load FalkorDB filled its vector index for longer than the wait: the import
+    then failed at its very end, every memory in. Now it warns, and search goes on without the
+    index until it answers."""
+    from smriti.cli.transfer import import_from
+    from smriti.memory import Memory
+    from smriti.stores.cypher import falkordb
+
+    client, graph, settings, path = _cli_import_setup(falkor_server, tmp_path)
+    real = falkordb.FalkorDBConnection._label_indexes
+
+    def filling(self):  # every label's index reads as still filling, as a slow build would
+        return {label: (types, False) for label, (types, _) in real(self).items()}
+
+    try:
+        with Memory.open(settings) as memory:
+            monkeypatch.setattr(falkordb, "INDEX_WAIT_SECONDS", 0)
+            monkeypatch.setattr(falkordb.FalkorDBConnection, "_label_indexes", filling)
+            import_from(memory, path)
+            store = memory.context.store
+            assert store.count_engrams() == 60
+            assert store.search.indexes(refresh=True) == {"vector": False, "fulltext": False}
+            assert "still filling" in caplog.text
+            (engram,) = store.get_engrams(["m-0007"])
+            hits = store.vector_search(engram.embedding, 3)  # exact, without the index
+            assert len(hits) == 3 and hits[0].id == "m-0007"
+            monkeypatch.setattr(falkordb.FalkorDBConnection, "_label_indexes", real)
+            assert store.search.indexes(refresh=True) == {"vector": True, "fulltext": True}
     finally:
         client.select_graph(graph).delete()

@@ -50,13 +50,15 @@ def test_tenant_mode_tags_every_node_and_never_links_across_users(falkor):
     crossing = graph.query("MATCH (a)-[r]->(b) WHERE a.user <> b.user RETURN count(r)").result_set[0][0]
     labels = {row[0] for row in graph.query("MATCH (n) RETURN DISTINCT labels(n)[0]").result_set}
     edges = graph.query("MATCH ()-[r]->() RETURN count(r)").result_set[0][0]
-    assert labels == {"Engram", "EngramVector", "Cue", "Meta"}  # embeddings on nodes of their own
+    # embeddings on nodes of their own, and each user's engram count on one
+    assert labels == {"Engram", "EngramVector", "Cue", "Meta", "EngramTally"}
     assert untagged == 0
     assert edges == 2 * (4 + 1 + 1 + 1)  # per user: 4 EncodedBy, 1 AssociatedWith, 1 CoOccurs, 1 RelatesTo
     assert crossing == 0
     constraints = {(c["label"], tuple(c["properties"])) for c in graph.list_constraints()}
     assert ("Cue", ("user", "name")) in constraints and ("Engram", ("user", "id")) in constraints
     assert ("EngramVector", ("user", "id")) in constraints
+    assert ("EngramTally", ("user",)) in constraints
 
 
 def test_queries_never_contain_the_user_name(falkor, monkeypatch):
