@@ -9,6 +9,7 @@ step-by-step inspection and for embedding as subgraphs.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -47,12 +48,29 @@ class Memory:
         self.context = context
         self._worker: Any = None  # the analysis worker, when started (start_analysis_worker)
         self._recalled = False  # a recall has run: a rehearsal (rehearse) has nothing left to do
+        # Held by the warm-up and the rehearsal, which a server runs in threads of their own: close
+        # waits for them, since a store closed under a running query can crash SQLite (a test's
+        # server stopped during a rehearsal did).
+        self._rehearsal = threading.Lock()
+        self._closed = False
 
     # The graphs are imported at first use: LangGraph takes ~1 s to import, which a command that
     # runs no graph (import, export, stats) need not wait for.
     def load_graphs(self) -> None:
         """Import and compile the three graphs now (a server does, so its first call need not)."""
         _ = self.recall_graph, self.store_graph, self.consolidate_graph  # recall: a first call's likeliest
+
+    def warm(self) -> None:
+        """Load the store's caches (the vector matrix or graph, the cue cache) and the word
+        lists now rather than in the first call; a server does this in the background at start.
+        A no-op once closed; close waits for one in progress (as for :meth:`rehearse`)."""
+        from smriti.providers import cue_words
+
+        with self._rehearsal:
+            if self._closed:
+                return
+            self.context.store.warm()
+            cue_words.warm()
 
     def rehearse(self) -> list[dict[str, Any]]:
         """Run one recall that answers and reinforces nothing (limit 0), so that the first real
@@ -64,6 +82,12 @@ class Memory:
         a recall would call a model over the network (:meth:`_rehearsal_is_offline`)."""
         if self._recalled or not self._rehearsal_is_offline():
             return []
+        with self._rehearsal:
+            if self._closed:
+                return []
+            return self._rehearse()
+
+    def _rehearse(self) -> list[dict[str, Any]]:
         payload = {
             "query": REHEARSAL_QUERY,
             "limit": 0,  # every step runs on the candidates; no result, so nothing to reinforce
@@ -357,6 +381,8 @@ class Memory:
             check_free_space(path, self.context.settings.min_free_disk_mb)
 
     def close(self) -> None:
+        with self._rehearsal:  # a rehearsal in progress ends first; none starts after
+            self._closed = True
         if self._worker is not None:
             self._worker.stop()
             # A barrier, not a hold (closing takes the lock itself, in the reinforcer): a worker

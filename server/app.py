@@ -468,11 +468,8 @@ def _warm(runtime: Runtime) -> None:
 
 
 def _warm_caches(runtime: Runtime) -> None:
-    from smriti.providers import cue_words
-
     try:
-        runtime.memory.context.store.warm()
-        cue_words.warm()
+        runtime.memory.warm()
     except Exception:  # why: a query will load it (or report the failure) itself
         logger.debug("warming the store failed", exc_info=True)
 

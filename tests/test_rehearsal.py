@@ -61,3 +61,30 @@ def test_no_rehearsal_when_a_recall_would_call_a_model_over_the_network(settings
         assert memory.rehearse() == []
         memory.context.llm = None
         assert memory.rehearse()  # offline analysis and a local embedder: it runs
+
+
+def test_closing_during_a_warm_up_or_rehearsal_waits_for_it(settings) -> None:
+    """A server stopped while its warm-up thread rehearses must not close the store under it (a
+    store closed under a running query crashed SQLite): close waits, and nothing runs after."""
+    import threading
+
+    with Memory.open(settings) as memory:
+        for n in range(30):
+            memory.store(f"Alex moved the launch plan to week {n} after the review.")
+    for _ in range(8):
+        memory = Memory.open(settings)
+        failures: list[BaseException] = []
+
+        def warm_up(memory: Memory = memory, failures: list[BaseException] = failures) -> None:
+            try:
+                memory.warm()
+                memory.rehearse()
+            except BaseException as error:  # why: reported by the assertion below
+                failures.append(error)
+
+        thread = threading.Thread(target=warm_up)
+        thread.start()
+        memory.close()
+        thread.join(30)
+        assert not thread.is_alive() and failures == []
+        assert memory.rehearse() == []  # closed: nothing runs
