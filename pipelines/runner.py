@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -67,7 +68,10 @@ class Plan:
     branches: Mapping[str, tuple[tuple[Route, Mapping[Any, str] | None], ...]]
 
 
-_plans: dict[int, Plan | None] = {}
+# Keyed by the graph object itself, held weakly: keyed by id(), a graph freed (tests build many)
+# left its plan to the next graph allocated at the same address, which then ran another graph's
+# nodes (seen once in CI: a toy graph ran the recall graph's validate step).
+_plans: weakref.WeakKeyDictionary[Any, Plan | None] = weakref.WeakKeyDictionary()
 _plans_lock = threading.Lock()
 
 
@@ -75,13 +79,12 @@ def plan_for(graph: Any) -> Plan | None:
     """The direct plan of ``graph``, or None when it must run through ``graph.invoke``
     (a checkpointer, interrupts, an async node, a node or branch taking more than
     ``(state, runtime)``, or anything this executor does not model). Cached per graph."""
-    key = id(graph)
     with _plans_lock:
-        if key in _plans:
-            return _plans[key]
+        if graph in _plans:
+            return _plans[graph]
     plan = _make_plan(graph)
     with _plans_lock:
-        _plans[key] = plan
+        _plans[graph] = plan
     return plan
 
 

@@ -199,3 +199,20 @@ def test_a_failing_parallel_node_is_raised_after_the_others_finished():
         runner.invoke(graph, {"mode": "l"}, None)
     assert finished == ["c"]  # the slow branch was not left running behind the error
     assert threading.active_count() < 50
+
+
+def test_a_plan_lives_exactly_as_long_as_its_graph():
+    """Plans were once cached by id(graph): a graph freed left its plan to the next graph made at
+    the same address, which then ran the other's nodes."""
+    import gc
+    import weakref
+
+    graph = _toy(finished=[])
+    plan = runner.plan_for(graph)
+    assert plan is not None and runner.plan_for(graph) is plan  # cached
+    held = len(runner._plans)
+    gone = weakref.ref(graph)
+    del graph
+    gc.collect()
+    assert gone() is None  # the cache does not keep a graph alive
+    assert len(runner._plans) == held - 1  # and keeps no plan a new graph could be handed
