@@ -178,7 +178,7 @@ def swept(store: Any, queries: np.ndarray, truth: np.ndarray) -> list[dict[str, 
         for run, order in enumerate((SWEEP, SWEEP[::-1])):
             for expansion, candidates in order:
                 vectors.search_beam = lambda configured, size, e=expansion: e  # type: ignore[misc]
-                vectors.candidate_count = lambda k, size, c=candidates: max(4 * k, c)  # type: ignore[misc]
+                vectors.candidate_count = lambda k, c=candidates: max(4 * k, c)  # type: ignore[misc]
                 row = {"pass": run + 1, "expansion_search": expansion, "candidates": candidates}
                 rows.append({**row, **ask(store, queries, truth)})
                 progress(f"sweep {rows[-1]}")

@@ -461,7 +461,7 @@ class VectorCache:
     ) -> np.ndarray:
         assert self._index is not None
         # Dead keys and other memory types take places among the candidates: ask for more.
-        fetch = min(in_graph, int(candidate_count(k, in_graph) * max(1.0, in_graph / matching)))
+        fetch = min(in_graph, int(candidate_count(k) * max(1.0, in_graph / matching)))
         beam = search_beam(self.params.expansion_search, in_graph)
         while True:
             with self._ann_lock:
@@ -674,9 +674,9 @@ class VectorCache:
             self._changed -= min(self._changed, changed)
 
 
-def candidate_count(k: int, size: int) -> int:
-    """How many candidates a top-``k`` query asks of a graph over ``size`` vectors (before
-    widening for dead keys and other memory types)."""
+def candidate_count(k: int) -> int:
+    """How many candidates a top-``k`` query asks of the graph (before widening for dead keys
+    and other memory types). Not grown with the graph: past 100k the beam is (search_beam)."""
     return max(4 * k, 50)
 
 
