@@ -374,6 +374,19 @@ class Settings(BaseSettings):
         le=1,
         description="a traversal candidate's relevance is at least best direct relevance * weight ** depth",
     )
+    # Bridge (nodes/relations.py): the best candidates name entities; the memories about those
+    # entities (their subject) are raised by the naming candidate's relevance.
+    bridge_weight: float = Field(
+        default=0.5,
+        ge=0,
+        description="share of a candidate's relevance passed to memories about what it names",
+    )
+    bridge_seeds: int = Field(
+        default=3, ge=0, description="best candidates whose named entities are followed"
+    )
+    bridge_max_links: int = Field(
+        default=20, ge=1, description="entities linked to more memories than this are not followed"
+    )
     hop_penalty: float = Field(default=0.7, gt=0, le=1, description="score factor per hop of expansion")
     max_hops: int = Field(default=0, ge=0, le=5, description="multi-hop over AssociatedWith (0: off)")
     cross_cluster_penalty: float = Field(default=0.5, gt=0, le=1)

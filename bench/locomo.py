@@ -84,6 +84,7 @@ ABLATIONS = {
     "- conversation context (context_weight=0)": {"context_weight": 0.0},
     "- cross-reference boost (boost 1.0)": {"memory_fabric_boost_factor": 1.0},
     "- who a memory is about (subject_weight=0)": {"subject_weight": 0.0},
+    "- the bridge to what the best hits name (bridge_weight=0)": {"bridge_weight": 0.0},
     "- query focus (entity, subject, intent and time weights 0)": {
         "entity_hint_weight": 0.0,
         "subject_weight": 0.0,

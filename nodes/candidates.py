@@ -2,18 +2,20 @@
 
 gather (``nodes/search.py``) builds the first candidates with these helpers, and the steps that
 add candidates later (``nodes/associate.py``: activate, conversation_context, multi_hop,
-episode_context; ``nodes/relations.py``: relation_traverse) load and score theirs the same way,
-so each step module holds only its steps. The fusion formula itself is ``nodes/scoring.py``'s.
+episode_context; ``nodes/relations.py``: relation_traverse, bridge) load and score theirs the
+same way, so each step module holds only its steps. The fusion formula itself is
+``nodes/scoring.py``'s. :func:`memory_subject` (who a memory is about) serves focus and the bridge.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from smriti.nodes.scoring import DEFAULT_FUSION, Fusion, cosine, fused_relevance
 from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState
+from smriti.stores.base import MAX_CUE_NAME, normalise_cue_name
 
 # The candidate attribute behind each fused branch (the keys of scoring.FUSION_WEIGHTS).
 SIGNALS = {"similarity": "similarity", "text": "text_score", "cue": "cue_score", "graph": "graph_score"}
@@ -83,3 +85,21 @@ def best_with_ties(candidates: Sequence[Candidate], n: int) -> list[Candidate]:
         return ordered
     floor = ordered[n - 1].relevance
     return [c for c in ordered if c.relevance >= floor]
+
+
+def memory_subject(text: str, entities: Iterable[str], types: Mapping[str, str]) -> str:
+    """The entity a memory is about: the longest of its entity cues (not keywords) that its text
+    starts with as a whole word ("Melanie: ...", "John Smith prefers ..."); "" when none.
+
+    The text's head is normalised as cue names are (lower case, hyphens for spaces), so a
+    multi-word name matches its cue; by the uncached function, as every head is new.
+    """
+    head = normalise_cue_name.__wrapped__(text[: MAX_CUE_NAME + 1])
+    best = ""
+    for name in entities:
+        if len(name) <= len(best) or types.get(name) == "keyword" or not head.startswith(name):
+            continue
+        rest = head[len(name) : len(name) + 1]
+        if not rest or not rest.isalnum():
+            best = name
+    return best

@@ -56,11 +56,12 @@ import numpy as np
 from langgraph.runtime import Runtime
 
 from smriti.errors import ProviderError
+from smriti.nodes.candidates import memory_subject
 from smriti.nodes.graph_relations import MAX_PATHS, by_entity, entity_relations, relation_entry
 from smriti.nodes.scoring import hub_ceiling, idf, shortlist
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.nodes.textsim import candidate_similarity
-from smriti.stores.base import MAX_CUE_NAME, NO_CLUSTER, normalise_cue_name
+from smriti.stores.base import NO_CLUSTER, normalise_cue_name
 from smriti.time_window import TimeWindow, find_time_window
 
 logger = logging.getLogger(__name__)
@@ -92,24 +93,6 @@ def entity_factor(entities: Sequence[str], weights: Mapping[str, float], weight:
     have = set(entities)  # cue names, normalised as stored
     share = sum(w for name, w in weights.items() if name in have) / sum(weights.values())
     return (1.0 - weight) + weight * share
-
-
-def memory_subject(text: str, entities: Iterable[str], types: Mapping[str, str]) -> str:
-    """The entity a memory is about: the longest of its entity cues (not keywords) that its text
-    starts with as a whole word ("Melanie: ...", "John Smith prefers ..."); "" when none.
-
-    The text's head is normalised as cue names are (lower case, hyphens for spaces), so a
-    multi-word name matches its cue; by the uncached function, as every head is new.
-    """
-    head = normalise_cue_name.__wrapped__(text[: MAX_CUE_NAME + 1])
-    best = ""
-    for name in entities:
-        if len(name) <= len(best) or types.get(name) == "keyword" or not head.startswith(name):
-            continue
-        rest = head[len(name) : len(name) + 1]
-        if not rest or not rest.isalnum():
-            best = name
-    return best
 
 
 def named_subject(hints: Iterable[str], subjects: Iterable[str]) -> str:

@@ -7,7 +7,8 @@ validate ─┬─ list ──> list_recent ────────────
                                               ├ vector_search ┼> gather > activate
                                               └ fulltext ─────┘
     activate > conversation_context
-    conversation_context > multi_hop > relation_traverse > focus > rerank > current_only
+    conversation_context > multi_hop > episode_context > relation_traverse > bridge > focus
+    focus > rerank > current_only
     current_only > seed_cluster > shortlist > dedupe > cross_reference > score
     score > demote_superseded > reinforce > format
 ```
@@ -30,7 +31,8 @@ consecutive steps, so no module is opened twice (``tests/test_recall_layout.py``
 3. ``nodes/associate.py``: activate (spreading activation, off by default; its engine is
    ``nodes/pagerank.py``), conversation_context, multi_hop.
 4. ``nodes/relations.py``: relation_traverse (the Memory Fabric traversal entity -> relation ->
-   entity, with paths).
+   entity, with paths), bridge (from the entities the best candidates name to the memories about
+   them).
 5. ``nodes/refine.py``: focus (entity hints, intent, time window), rerank (the optional
    cross-encoder), current_only (superseded memories hidden, or kept with
    ``include_superseded``), seed_cluster, shortlist (the profile's bounds), dedupe,
@@ -57,7 +59,7 @@ from smriti.nodes.refine import (
     rerank,
     shortlist_candidates,
 )
-from smriti.nodes.relations import relation_traverse
+from smriti.nodes.relations import bridge, relation_traverse
 from smriti.nodes.search import (
     cue_traverse,
     extract_query_cues,
@@ -110,6 +112,7 @@ def build_recall_graph(
     builder.add_node("multi_hop", multi_hop)
     builder.add_node("episode_context", episode_context)
     builder.add_node("relation_traverse", relation_traverse)
+    builder.add_node("bridge", bridge)
     builder.add_node("focus", focus)
     builder.add_node("seed_cluster", find_seed_cluster)
     builder.add_node("shortlist", shortlist_candidates)
@@ -136,7 +139,8 @@ def build_recall_graph(
     builder.add_edge("conversation_context", "multi_hop")
     builder.add_edge("multi_hop", "episode_context")
     builder.add_edge("episode_context", "relation_traverse")
-    builder.add_edge("relation_traverse", "focus")
+    builder.add_edge("relation_traverse", "bridge")
+    builder.add_edge("bridge", "focus")
     builder.add_edge("focus", "rerank")
     builder.add_edge("rerank", "current_only")
     builder.add_conditional_edges("current_only", _after_current_only, ["seed_cluster", "score"])

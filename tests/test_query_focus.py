@@ -10,10 +10,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from smriti.errors import InvalidInput
+from smriti.nodes.candidates import memory_subject
 from smriti.nodes.refine import (
     entity_factor,
     intent_factor,
-    memory_subject,
     named_subject,
     subject_factor,
     time_factor,

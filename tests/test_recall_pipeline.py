@@ -165,6 +165,7 @@ def test_trace_lists_every_node_that_ran(topic_context):
         "multi_hop",
         "episode_context",
         "relation_traverse",
+        "bridge",
         "focus",
         "rerank",
         "current_only",
