@@ -92,12 +92,21 @@ def memory_subject(text: str, entities: Iterable[str], types: Mapping[str, str])
     starts with as a whole word ("Melanie: ...", "John Smith prefers ..."); "" when none.
 
     The text's head is normalised as cue names are (lower case, hyphens for spaces), so a
-    multi-word name matches its cue; by the uncached function, as every head is new.
+    multi-word name matches its cue; by the uncached function, as every head is new. Only as
+    much of the text as the longest name can cover is normalised: focus asks this of every
+    candidate, and normalising 200 characters each time was ~3 ms of a recall at 10k.
     """
-    head = normalise_cue_name.__wrapped__(text[: MAX_CUE_NAME + 1])
+    names = [name for name in entities if types.get(name) != "keyword"]
+    if not names:
+        return ""
+    longest = max(map(len, names))
+    cut = min(2 * longest + 2, MAX_CUE_NAME + 1)  # twice: runs of spaces fold into one hyphen
+    head = normalise_cue_name.__wrapped__(text[:cut])
+    if len(head) <= longest and len(text) > cut:
+        head = normalise_cue_name.__wrapped__(text[: MAX_CUE_NAME + 1])
     best = ""
-    for name in entities:
-        if len(name) <= len(best) or types.get(name) == "keyword" or not head.startswith(name):
+    for name in names:
+        if len(name) <= len(best) or not head.startswith(name):
             continue
         rest = head[len(name) : len(name) + 1]
         if not rest or not rest.isalnum():

@@ -100,6 +100,10 @@ def test_a_memory_s_subject_is_the_entity_its_text_starts_with():
     assert memory_subject("Tea is better green", ["tea"], people) == ""  # keywords are no subject
     assert memory_subject("I told Melanie", ["melanie"], people) == ""
     assert memory_subject("Melanie", ["melanie"], people) == "melanie"
+    # Runs of spaces fold into one hyphen, however far the short head cut reaches.
+    assert memory_subject("John      Smith: hi", ["john", "john-smith"], people) == "john-smith"
+    assert memory_subject("Melanie" + " " * 30 + "Smith", ["melanie-smith"], people) == "melanie-smith"
+    assert memory_subject("Melanie" + " " * 30 + "x", ["melanie"], people) == "melanie"
     assert named_subject(["melanie", "lake"], ["melanie", "", "caroline"]) == "melanie"
     assert named_subject(["melanie", "caroline"], ["melanie", "caroline"]) == ""  # two: no subject
     assert named_subject(["lake"], ["melanie"]) == ""
