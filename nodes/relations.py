@@ -348,9 +348,9 @@ def bridge(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any
         item.relevance += gain
         item.origins = [*item.origins, "bridge"]
         item.via = item.via or via
-        # Explained as the walk it took: the seed memory names the entity this one is about.
-        step = Step(via, "names", subject_of(candidate), True)
-        item.relation_paths = [*item.relation_paths, path_entry((step,))][:MAX_PATHS]
+        # Explained by the walk it took: the seed memory names the entity this one is about.
+        entry = {"from": via, "relation": "names", "to": subject_of(candidate), "kind": "bridge"}
+        item.relation_paths = [*item.relation_paths, entry][:MAX_PATHS]
         by_id[engram_id] = item
         raised.append(item)
     kept = {c.id for c in candidates} | {c.id for c in raised}
