@@ -97,6 +97,39 @@ def test_spec_example_comes_back_through_the_relation_path(settings, request, db
         _drop_graph(db_type, cfg, request)
 
 
+@pytest.mark.parametrize("db_type", ["sqlite", "kuzu", "falkordb"])
+def test_the_bridge_reaches_what_a_memory_names_on_every_backend(settings, request, db_type):
+    """With the defaults (relation traversal off, the bridge on), the memory about
+    cursor-pagination comes back because the best hit names it, explained by a bridge relation."""
+    cfg = _settings_for(db_type, settings, request, relation_traversal=False, max_hops=0)
+
+    def bridges(item: dict[str, Any]) -> list[dict[str, Any]]:
+        return [rel for rel in item["graph_relations"] if rel.get("kind") == "bridge"]
+
+    async def main() -> None:
+        async with Client(build_server(cfg)) as client:
+            for text in FILLER:
+                await _store(client, text)
+            first = await _store(client, "database-engineer recommends cursor-pagination")
+            second = await _store(client, "cursor-pagination relies on opaque tokens")
+            result = await _recall(client, SPEC_QUERY, limit=3, explain=True)
+            by_id = {item["id"]: item for item in result["results"]}
+            assert second in by_id, [item["text"] for item in result["results"]]
+            assert bridges(by_id[second]) == [
+                {"from": first, "relation": "names", "to": "cursor-pagination", "kind": "bridge"}
+            ]
+            assert "bridge" in by_id[second]["metadata"]["retrieved_by"]
+        off = cfg.model_copy(update={"bridge_weight": 0.0})
+        async with Client(build_server(off)) as client:
+            result = await _recall(client, SPEC_QUERY, limit=3)
+            assert all(not bridges(item) for item in result["results"])
+
+    try:
+        anyio.run(main)
+    finally:
+        _drop_graph(db_type, cfg, request)
+
+
 def test_traversal_reaches_a_memory_no_direct_branch_finds(settings, request):
     """Nothing in "stripe-api requires webhook-secrets" matches the query "Zoltan"; the relations
     lead there: zoltan -recommended-> stripe-api (memory 1), stripe-api -requires-> webhook-secrets
