@@ -61,6 +61,19 @@ def _paths(item: dict[str, Any]) -> list[str]:
     return [rel["path"] for rel in item["graph_relations"] if rel.get("kind") == "path"]
 
 
+async def _spec_example(client: Client) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
+    """Store the filler and the specification's two memories, ask its question: (first id,
+    second id, results by id, the whole result); the second must come back."""
+    for text in FILLER:
+        await _store(client, text)
+    first = await _store(client, "database-engineer recommends cursor-pagination")
+    second = await _store(client, "cursor-pagination relies on opaque tokens")
+    result = await _recall(client, SPEC_QUERY, limit=3, explain=True)
+    by_id = {item["id"]: item for item in result["results"]}
+    assert second in by_id, [item["text"] for item in result["results"]]
+    return first, second, by_id, result
+
+
 @pytest.mark.parametrize("db_type", ["sqlite", "kuzu", "falkordb"])
 def test_spec_example_comes_back_through_the_relation_path(settings, request, db_type):
     """After "database-engineer recommends cursor-pagination" and "cursor-pagination relies on
@@ -70,13 +83,7 @@ def test_spec_example_comes_back_through_the_relation_path(settings, request, db
 
     async def main() -> None:
         async with Client(build_server(cfg)) as client:
-            for text in FILLER:
-                await _store(client, text)
-            first = await _store(client, "database-engineer recommends cursor-pagination")
-            second = await _store(client, "cursor-pagination relies on opaque tokens")
-            result = await _recall(client, SPEC_QUERY, limit=3, explain=True)
-            by_id = {item["id"]: item for item in result["results"]}
-            assert second in by_id, [item["text"] for item in result["results"]]
+            first, second, by_id, result = await _spec_example(client)
             assert "database-engineer -recommends-> cursor-pagination -relies_on-> opaque" in _paths(
                 by_id[second]
             )
@@ -108,13 +115,7 @@ def test_the_bridge_reaches_what_a_memory_names_on_every_backend(settings, reque
 
     async def main() -> None:
         async with Client(build_server(cfg)) as client:
-            for text in FILLER:
-                await _store(client, text)
-            first = await _store(client, "database-engineer recommends cursor-pagination")
-            second = await _store(client, "cursor-pagination relies on opaque tokens")
-            result = await _recall(client, SPEC_QUERY, limit=3, explain=True)
-            by_id = {item["id"]: item for item in result["results"]}
-            assert second in by_id, [item["text"] for item in result["results"]]
+            first, second, by_id, result = await _spec_example(client)
             assert bridges(by_id[second]) == [
                 {"from": first, "relation": "names", "to": "cursor-pagination", "kind": "bridge"}
             ]
