@@ -138,8 +138,8 @@ Args:
 Returns {query, total_results, sources (results by source), retrieval_paths, parsed (mode
 recall: the cleaned query, entity_hints, intent), results: [{id, text, score, source,
 timestamp, entities, graph_relations (the memory's own facts, the relation paths that led
-to it, facts about its shared entities), memory_type, cluster_id, metadata}]}. Recalled memories are
-reinforced, so useful memories stay strong."""
+to it, the memory that named what it is about, facts about its shared entities), memory_type,
+cluster_id, metadata}]}. Recalled memories are reinforced, so useful memories stay strong."""
 
 MANAGE_DESCRIPTION = """Maintenance operations on the memory.
 
