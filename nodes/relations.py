@@ -269,12 +269,12 @@ BRIDGE_BUDGET = 60
 
 
 def bridge_links(
-    seeds: Sequence[Candidate], subject_of: Callable[[Candidate], str], ceiling: Mapping[str, int], limit: int
+    seeds: Sequence[Candidate], subject_of: Callable[[Candidate], str], counts: Mapping[str, int], limit: int
 ) -> dict[str, list[str]]:
     """Entity -> the seeds that name it, for the entities worth following out of ``seeds``.
 
-    A seed's own subject is left out (the seed is already about it), and so is any entity the
-    store counts more than ``limit`` memories for or does not know (``ceiling``: name -> count):
+    A seed's own subject is left out (the seed is already about it), and so is any entity linked
+    to more than ``limit`` memories or unknown to the store (``counts``: name -> memories linked):
     a speaker's name leads to all their turns, which says nothing about this question.
     """
     named: dict[str, list[str]] = {}
@@ -283,9 +283,21 @@ def bridge_links(
         for name in seed.entities:
             if name == own or seed.entity_types.get(name) == "keyword":
                 continue
-            if 0 < ceiling.get(name, 0) <= limit:
+            if 0 < counts.get(name, 0) <= limit:
                 named.setdefault(name, []).append(seed.id)
     return named
+
+
+def rarest_within(names: Iterable[str], counts: Mapping[str, int], budget: int) -> list[str]:
+    """The rarest of ``names`` (fewest memories linked, then by name) while their memories add up
+    to at most ``budget``."""
+    chosen, used = [], 0
+    for name in sorted(names, key=lambda n: (counts[n], n)):
+        if used + counts[name] > budget:
+            break
+        chosen.append(name)
+        used += counts[name]
+    return chosen
 
 
 def bridged_relevance(
@@ -320,16 +332,11 @@ def bridge(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any
     named = bridge_links(seeds, subject_of, counts, settings.bridge_max_links)
     if not named:
         return {"_notes": f"no entity to follow from {len(seeds)} seed(s)"}
-    # Every memory linked to a followed entity, the rarest entities first while BRIDGE_BUDGET
-    # memories last; only those about it (their subject) are raised.
-    followed, budget = [], 0
-    for name in sorted(named, key=lambda n: (counts[n], n)):
-        if budget + counts[name] > BRIDGE_BUDGET:
-            break
-        followed.append(name)
-        budget += counts[name]
+    # Every memory linked to a followed entity is read; only those about it (their subject) rise.
+    followed = rarest_within(named, counts, BRIDGE_BUDGET)
     named = {name: named[name] for name in followed}
-    linked = [hit.engram_id for hit in context.store.engrams_by_cues(followed, budget)] if followed else []
+    reach = sum(counts[name] for name in followed)
+    linked = [hit.engram_id for hit in context.store.engrams_by_cues(followed, reach)] if followed else []
     by_id = {c.id: c for c in candidates}
     missing = sorted(i for i in linked if i not in by_id)
     query = query_vector(state)

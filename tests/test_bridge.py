@@ -4,7 +4,7 @@ was born). Real SQLite stores through the recall graph; the embedding geometry i
 
 from __future__ import annotations
 
-from smriti.nodes.relations import bridge_links, bridged_relevance
+from smriti.nodes.relations import bridge_links, bridged_relevance, rarest_within
 from smriti.nodes.state import Candidate
 from smriti.pipelines.recall import recall_graph
 from smriti.pipelines.store import store_graph
@@ -35,6 +35,13 @@ def test_links_follow_named_entities_not_the_seed_s_own_subject_keywords_or_hubs
     # An entity linked to more memories than the limit (a speaker's name) or unknown is not followed.
     assert bridge_links([film], lambda c: subject_of(c.id, ""), {**counts, "scott-derrickson": 21}, 20) == {}
     assert bridge_links([film], lambda c: subject_of(c.id, ""), {"doctor-strange": 3}, 20) == {}
+
+
+def test_the_rarest_entities_are_followed_within_the_budget():
+    counts = {"denver": 9, "scott-derrickson": 2, "marvel": 5, "colorado": 5}
+    assert rarest_within(counts, counts, 12) == ["scott-derrickson", "colorado", "marvel"]
+    assert rarest_within(counts, counts, 11) == ["scott-derrickson", "colorado"]  # marvel would pass it
+    assert rarest_within(counts, counts, 1) == []
 
 
 def test_a_memory_gains_from_the_best_seed_naming_its_subject():
