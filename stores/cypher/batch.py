@@ -29,6 +29,17 @@ from smriti.stores.cypher.graph import RELATION_ENDS, RELATIONS_BY_ENGRAM
 from smriti.stores.cypher.rows import CUE_COLUMNS, cue_from_row, to_stored_time
 
 
+# The edges of type ``rel`` between the bound ``a`` and ``b``, either way round, as the list
+# ``edges`` (a symmetric relation is one edge in one direction). Two directed matches, not one
+# undirected ``(a)-[r]-(b)`` collected: FalkorDB checks a directed edge between two bound nodes
+# in its adjacency matrix, but walked the undirected pattern at ~40 us a row even with no edge
+# of the type in the graph (30k co-occurrences of an import: 2.2 s against 0.8 s, measured).
+_EDGES_EITHER_WAY = (
+    "OPTIONAL MATCH (a)-[r:{rel}]->(b) WITH a, b, row, r OPTIONAL MATCH (b)-[s:{rel}]->(a) "
+    "WITH a, b, row, [e IN [r, s] WHERE e IS NOT NULL] AS edges"
+)
+
+
 class CypherGraphWrites:
     """``upsert_cues``, ``link_cue_ids``, ``add_cooccurrences``, ``add_relations``, ``associate_many``."""
 
@@ -99,7 +110,7 @@ class CypherGraphWrites:
         self.graph.q(
             "UNWIND $rows AS row "
             "MATCH (a:Cue {user: $user, name: row.a}), (b:Cue {user: $user, name: row.b}) "
-            "OPTIONAL MATCH (a)-[r:CoOccurs]-(b) WITH a, b, row, collect(r) AS edges "
+            f"{_EDGES_EITHER_WAY.format(rel='CoOccurs')} "
             "FOREACH (e IN edges | SET e.strength = "
             "CASE WHEN $replace THEN row.w ELSE e.strength + row.w END) "
             "FOREACH (missing IN CASE WHEN size(edges) = 0 THEN [1] ELSE [] END | "
@@ -163,7 +174,7 @@ class CypherGraphWrites:
         self.graph.q(
             "UNWIND $rows AS row "
             "MATCH (a:Engram {user: $user, id: row.source}), (b:Engram {user: $user, id: row.target}) "
-            "OPTIONAL MATCH (a)-[r:AssociatedWith]-(b) WITH a, b, row, collect(r) AS edges "
+            f"{_EDGES_EITHER_WAY.format(rel='AssociatedWith')} "
             "FOREACH (e IN edges | SET e.strength = CASE WHEN row.strength > e.strength THEN row.strength "
             "ELSE e.strength END) "
             "FOREACH (missing IN CASE WHEN size(edges) = 0 THEN [1] ELSE [] END | "
