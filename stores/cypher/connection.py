@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from smriti.stores.base import EmbeddingMismatchError
+from smriti.stores.cypher.nodes import NodeIds
 from smriti.stores.cypher.rows import floats
 from smriti.stores.migrations import Migration
 
@@ -91,6 +92,12 @@ class CypherConnection(ABC):
         is), or None: the database sends vectors back and the caller computes it."""
         return None
 
+    def node_id(self, var: str) -> str | None:
+        """Cypher for the database's own id of the node bound to ``var``, one a query can seek
+        cheaply (``MATCH (n) WHERE <id> = $x``), or None: nodes are found by their keys only
+        (Neo4j's ``id()`` is deprecated). An import uses it (see :mod:`.nodes`)."""
+        return None
+
     # -- counts the database keeps instead of counting ----------------------------------------------
     # By default counted when asked (Neo4j). FalkorDB keeps the user's engram count on a node,
     # changed by the query that creates or deletes engrams, and reads a cue's engrams from its
@@ -151,6 +158,9 @@ class UserGraph:
         self.connection = connection
         self.user = user
         self.dims = dims
+        # The node ids an import has seen (see .nodes): set only around an import, and only on
+        # a database with seekable node ids (CypherConnection.node_id); None otherwise.
+        self.nodes: NodeIds | None = None
 
     @property
     def backend(self) -> str:
