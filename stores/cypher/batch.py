@@ -153,7 +153,7 @@ class CypherGraphWrites:
             "FOREACH (missing IN CASE WHEN size(edges) = 0 THEN [1] ELSE [] END | "
             "CREATE (a)-[:CoOccurs {strength: row.w}]->(b))"
         )
-        rows = [{"a": a, "b": b, "w": w} for (a, b), w in merged.items()]
+        rows: list[dict[str, Any]] = [{"a": a, "b": b, "w": w} for (a, b), w in merged.items()]
         rows = self._seek_first(_PAIR_ENDS, body, rows, replace=bool(replace))
         if not rows:
             return
