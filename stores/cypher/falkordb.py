@@ -50,15 +50,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import orjson
-
 from smriti.stores.base import StoreError, validate_user_name
 from smriti.stores.cypher.connection import CypherConnection, EmbeddingJoin, UserGraph
+from smriti.stores.cypher.falkor_params import Vector32, params_header, refuse_nul
 from smriti.stores.cypher.store import CypherGraphStore
 from smriti.stores.migrations import Migration
 from smriti.stores.search import SEARCHED_FIELDS
@@ -176,10 +174,14 @@ class FalkorDBConnection(CypherConnection):
         from redis.exceptions import ConnectionError as RedisConnectionError
         from redis.exceptions import RedisError, TimeoutError
 
-        if params:
-            _refuse_nul(params)
+        header = params_header(params) if params else ""
+        if header is None:  # a value the fast form cannot carry: the client's own encoding
+            refuse_nul(params or {})
         try:
-            result = self._graph.query(query, dict(params) if params else None)
+            if header is None:
+                result = self._graph.query(query, dict(params or {}))
+            else:
+                result = self._graph.query(header + query)
         except (RedisConnectionError, TimeoutError) as error:
             raise StoreError(f"FalkorDB at {self.location} is unreachable: {error}") from error
         except RedisError as error:
@@ -459,31 +461,6 @@ class FalkorDBStore(CypherGraphStore):
             yield
 
 
-class Vector32:
-    """A vector parameter as its float32 values in one JSON array (the text the client puts in
-    the query's params header, through ``str``).
-
-    The client turns a list into text float by float (3.3 ms for 1,536 floats, ~30 MB of text
-    for an import batch of 1,000 memories, measured), and the NUL check walks it likewise;
-    orjson writes the float32 array in C in 0.09 ms, with each value's shortest exact float32
-    form (half the text). ``vecf32`` stores float32, so nothing is lost.
-
-    Raises:
-        ValueError: a NaN or infinite value (the server cannot parse them).
-    """
-
-    __slots__ = ("text",)
-
-    def __init__(self, values: Sequence[float]) -> None:
-        array = np.asarray(values, dtype=np.float32)
-        if not np.isfinite(array).all():
-            raise ValueError("an embedding holds NaN or infinite values")
-        self.text = orjson.dumps(array, option=orjson.OPT_SERIALIZE_NUMPY).decode()
-
-    def __str__(self) -> str:
-        return self.text
-
-
 def _describe(client: Any) -> str:
     """host:port or unix socket path of a client handed in (never its password)."""
     try:
@@ -493,16 +470,6 @@ def _describe(client: Any) -> str:
     if kwargs.get("path"):
         return f"unix:{kwargs['path']}"
     return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
-
-
-def _refuse_nul(params: Mapping[str, Any]) -> None:
-    for value in params.values():
-        if isinstance(value, str) and "\x00" in value:
-            raise ValueError("FalkorDB cannot store text containing NUL characters")
-        if isinstance(value, Mapping):
-            _refuse_nul(value)
-        elif isinstance(value, list):
-            _refuse_nul({str(i): item for i, item in enumerate(value)})
 
 
 def open_falkordb(settings: Settings, user: str, *, client: Any = None) -> FalkorDBStore:
