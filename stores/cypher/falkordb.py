@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -199,7 +199,7 @@ class FalkorDBConnection(CypherConnection):
     def vector_of(self, expression: str) -> str:
         return f"vecf32({expression})"
 
-    def vector_param(self, values: list[float] | None) -> Any:
+    def vector_param(self, values: Sequence[float] | None) -> Any:
         return None if values is None else Vector32(values)
 
     def searchable_text(self, var: str) -> str:

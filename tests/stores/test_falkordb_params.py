@@ -1,0 +1,59 @@
+"""FalkorDB query parameters are written by orjson (stores/cypher/falkor_params.py): every text a
+memory may hold reads back exactly from a real falkordblite, whether the fast header or the
+client's own encoding (control characters) carried it, and NUL is still refused."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from smriti.stores import make_store
+from smriti.stores.base import Engram
+from smriti.stores.cypher.falkor_params import Vector32, params_header
+from tests.stores.test_bulk_import_exact import DIMS, falkor_settings
+
+TEXTS = [
+    'line\nbreak\ttab\rreturn "quoted" back\\slash \\n not a newline',
+    'x,"tags":"injected"} {"id":"m-evil"}, `tick` ${user}',
+    "é ü 漢字 😀 \u2028 \u00a0 \b \f",
+    "ends with a backslash \\",
+    "bell \x07 and escape \x1b",  # \u escapes: the client's encoding carries it
+]
+
+
+@pytest.fixture
+def store(falkor_server, tmp_path):
+    client, port = falkor_server
+    graph = f"smriti_params_{uuid.uuid4().hex[:10]}"
+    opened = make_store(falkor_settings(tmp_path, port, graph), "alice")
+    yield opened
+    opened.close()
+    client.select_graph(graph).delete()
+
+
+def test_every_text_reads_back_exactly(store):
+    engrams = [
+        Engram(id=f"t{i}", content=text, summary=text[::-1], tags=text[:5], embedding=[0.5 + i] * DIMS)
+        for i, text in enumerate(TEXTS)
+    ]
+    store.create_engrams(engrams)
+    for engram, back in zip(engrams, store.get_engrams([e.id for e in engrams]), strict=True):
+        assert (back.content, back.summary, back.tags) == (engram.content, engram.summary, engram.tags)
+        assert list(back.embedding) == [0.5 + int(engram.id[1:])] * DIMS
+    assert store.get_engram("m-evil") is None and store.count_engrams() == len(TEXTS)
+    assert [hit.id for hit in store.fulltext_search("injected", 5)] == ["t1"]
+
+
+def test_the_header_form_and_when_it_steps_aside():
+    header = params_header({"rows": [{"a": 'x,"b":1', "n": None, "v": Vector32([1.0, 2.5])}], "user": "al"})
+    assert header == 'CYPHER `rows`=[{`a`:"x,\\"b\\":1",`n`:null,`v`:[1.0,2.5]}] `user`="al" '
+    assert params_header({"s": "bell \x07"}) is None  # FalkorDB reads no \u escape
+    assert params_header({"s": "nul \x00"}) is None
+    assert params_header({"s": {1, 2}}) is None  # a type orjson does not write
+
+
+def test_nul_is_still_refused_and_writes_nothing(store):
+    with pytest.raises(ValueError, match="NUL"):
+        store.create_engrams([Engram(id="z", content="a\x00b", embedding=[1.0] * DIMS)])
+    assert store.get_engram("z") is None
