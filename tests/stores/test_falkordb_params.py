@@ -4,14 +4,11 @@ client's own encoding (control characters) carried it, and NUL is still refused.
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
-from smriti.stores import make_store
 from smriti.stores.base import Engram
 from smriti.stores.cypher.falkor_params import Vector32, params_header
-from tests.stores.test_bulk_import_exact import DIMS, falkor_settings
+from tests.stores.test_bulk_import_exact import DIMS, falkor_store  # noqa: F401 (a fixture)
 
 TEXTS = [
     'line\nbreak\ttab\rreturn "quoted" back\\slash \\n not a newline',
@@ -22,17 +19,8 @@ TEXTS = [
 ]
 
 
-@pytest.fixture
-def store(falkor_server, tmp_path):
-    client, port = falkor_server
-    graph = f"smriti_params_{uuid.uuid4().hex[:10]}"
-    opened = make_store(falkor_settings(tmp_path, port, graph), "alice")
-    yield opened
-    opened.close()
-    client.select_graph(graph).delete()
-
-
-def test_every_text_reads_back_exactly(store):
+def test_every_text_reads_back_exactly(falkor_store):
+    store = falkor_store
     engrams = [
         Engram(id=f"t{i}", content=text, summary=text[::-1], tags=text[:5], embedding=[0.5 + i] * DIMS)
         for i, text in enumerate(TEXTS)
@@ -53,7 +41,8 @@ def test_the_header_form_and_when_it_steps_aside():
     assert params_header({"s": {1, 2}}) is None  # a type orjson does not write
 
 
-def test_nul_is_still_refused_and_writes_nothing(store):
+def test_nul_is_still_refused_and_writes_nothing(falkor_store):
+    store = falkor_store
     with pytest.raises(ValueError, match="NUL"):
         store.create_engrams([Engram(id="z", content="a\x00b", embedding=[1.0] * DIMS)])
     assert store.get_engram("z") is None
