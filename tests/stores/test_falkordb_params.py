@@ -8,7 +8,10 @@ import pytest
 
 from smriti.stores.base import Engram
 from smriti.stores.cypher.falkor_params import Vector32, params_header
-from tests.stores.test_bulk_import_exact import DIMS, falkor_store  # noqa: F401 (a fixture)
+from tests.stores import test_bulk_import_exact as bulk
+
+DIMS = bulk.DIMS
+falkor_store = bulk.falkor_store  # the fixture: a fresh tenant graph on the TCP server
 
 TEXTS = [
     'line\nbreak\ttab\rreturn "quoted" back\\slash \\n not a newline',
