@@ -6,11 +6,14 @@ with an ``isinstance`` chain per value): an import's 1.5M values took ~3.5 s of 
 time at 10k memories, and the NUL check walked them once more (~0.8 s), measured. orjson writes
 the same literals: numbers in their shortest exact form, ``null``/``true``/``false``, strings
 with ``\\``, ``\"``, ``\n``, ``\t``, ``\r``, ``\b``, ``\f`` escapes, which FalkorDB reads back
-exactly (tested), non-ASCII as UTF-8. Two differences are handled: FalkorDB reads no ``\uXXXX``
-escape (orjson's form of the other control characters, NUL included), so a header holding one
-is not used and the client's encoding (raw characters) and the NUL refusal take over; and
-Cypher map keys are identifiers, not JSON strings, so each ``"key":`` of a map becomes
-```key`:`` (a ``"`` inside a JSON string is always escaped, so the pattern only matches keys).
+exactly (tested), non-ASCII as UTF-8. Three differences are handled. FalkorDB reads no
+``\uXXXX`` escape (orjson's form of the other control characters, NUL included), so a header
+holding one is not used: the client's encoding (raw characters) and the NUL refusal take over.
+orjson writes a NaN or an infinity as ``null``, where the client's form makes FalkorDB refuse
+the query, so a header holding a ``null`` value (a None; or the word between ``:``/``,``/``[``
+and ``,``/``}``/``]`` in a text, which costs only the speed) is not used either. Cypher map
+keys are identifiers, not JSON strings, so each ``"key":`` of a map becomes ```key`:`` (a ``"``
+inside a JSON string is always escaped, so the pattern only matches keys).
 """
 
 from __future__ import annotations
@@ -22,14 +25,16 @@ from typing import Any
 import numpy as np
 import orjson
 
+# A null value in orjson's output (maybe a NaN); the same letters in a text rarely look so.
+_NULL = re.compile(rb"(?:^|[:,\[])null(?:$|[,}\]])")
 # A map key in orjson's output: '{"key":' or ',"key":' (an unescaped quote never occurs in a string).
 _MAP_KEY = re.compile(rb'([{,])"([A-Za-z_][A-Za-z0-9_]*)":')
 
 
 def params_header(params: Mapping[str, Any]) -> str | None:
     """The ``CYPHER ...`` header of ``params`` (with its trailing space), or None when a value
-    cannot be written this way exactly (a control character, a type orjson does not know): the
-    caller then lets the client encode them."""
+    may not be written this way exactly (a control character, a NaN, a type orjson does not
+    know): the caller then lets the client encode them."""
     parts = []
     vectors: list[bytes] = []
 
@@ -47,7 +52,7 @@ def params_header(params: Mapping[str, Any]) -> str | None:
             text = orjson.dumps(value, default=raw, option=orjson.OPT_SERIALIZE_NUMPY)
         except TypeError:
             return None
-        if b"\\u" in text:
+        if b"\\u" in text or (b"null" in text and _NULL.search(text)):
             return None
         parts.append(b"`" + key.encode() + b"`=" + _MAP_KEY.sub(rb"\1`\2`:", text))
     header = b" ".join(parts)

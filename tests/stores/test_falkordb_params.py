@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from smriti.stores.base import Engram
+from smriti.stores.base import Engram, StoreError
 from smriti.stores.cypher.falkor_params import Vector32, params_header
 from tests.stores import test_bulk_import_exact as bulk
 
@@ -37,15 +37,22 @@ def test_every_text_reads_back_exactly(falkor_store):
 
 
 def test_the_header_form_and_when_it_steps_aside():
-    header = params_header({"rows": [{"a": 'x,"b":1', "n": None, "v": Vector32([1.0, 2.5])}], "user": "al"})
-    assert header == 'CYPHER `rows`=[{`a`:"x,\\"b\\":1",`n`:null,`v`:[1.0,2.5]}] `user`="al" '
+    header = params_header({"rows": [{"a": 'x,"b":1', "n": 2, "v": Vector32([1.0, 2.5])}], "user": "al"})
+    assert header == 'CYPHER `rows`=[{`a`:"x,\\"b\\":1",`n`:2,`v`:[1.0,2.5]}] `user`="al" '
+    assert params_header({"x": None}) is None  # null: maybe a NaN (below)
+    assert params_header({"rows": [{"a": None}]}) is None
+    assert params_header({"s": "null pointer, nullable", "t": ["null", "x"]}) is not None  # the word
     assert params_header({"s": "bell \x07"}) is None  # FalkorDB reads no \u escape
     assert params_header({"s": "nul \x00"}) is None
     assert params_header({"s": {1, 2}}) is None  # a type orjson does not write
+    assert params_header({"x": float("nan")}) is None  # orjson would write null
+    assert params_header({"x": [1.0, float("inf")]}) is None
 
 
-def test_nul_is_still_refused_and_writes_nothing(falkor_store):
+def test_nul_and_nan_are_still_refused_and_write_nothing(falkor_store):
     store = falkor_store
     with pytest.raises(ValueError, match="NUL"):
         store.create_engrams([Engram(id="z", content="a\x00b", embedding=[1.0] * DIMS)])
-    assert store.get_engram("z") is None
+    with pytest.raises(StoreError):  # not stored as a missing importance (orjson's null)
+        store.create_engrams([Engram(id="n", content="nan", importance=float("nan"), embedding=[1.0] * DIMS)])
+    assert store.get_engrams(["z", "n"]) == [] and store.count_engrams() == 0
