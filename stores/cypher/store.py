@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -63,6 +64,7 @@ from smriti.stores.cypher.connection import ENGRAM_COUNT, CypherConnection, User
 from smriti.stores.cypher.cue_fields import CypherCueFields
 from smriti.stores.cypher.export import export_records
 from smriti.stores.cypher.graph import CypherGraphReads
+from smriti.stores.cypher.nodes import NodeIds
 from smriti.stores.cypher.rows import (
     ENGRAM_COLUMNS,
     engram_from_row,
@@ -200,13 +202,20 @@ class CypherGraphStore(StoreBase):
             for engram in engrams
         ]
         connection = self.graph.connection
-        tally = connection.engram_tally("n")
-        self.graph.q(
+        nodes = self.graph.nodes
+        query = (
             "UNWIND $rows AS row CREATE (e:Engram {user: $user, id: row.id}) SET e += row.props "
             f"{connection.embedding_create('e', 'row.embedding')} {connection.searchable_text('e')}"
-            + (f" WITH count(e) AS n {tally}" if tally else ""),
-            rows=rows,
         )
+        if nodes is not None:  # during an import, the new engrams' node ids come back (see .nodes)
+            made = f"collect({{id: e.id, node: {connection.node_id('e')}}})"
+            created = self.graph.q(
+                f"{query} WITH {made} AS made {connection.engram_tally('size(made)')} RETURN made", rows=rows
+            )
+            nodes.remember("Engram", "id", created[0]["made"] if created else [])
+            return
+        tally = connection.engram_tally("n")
+        self.graph.q(query + (f" WITH count(e) AS n {tally}" if tally else ""), rows=rows)
 
     def get_engrams(self, ids: Sequence[str]) -> list[Engram]:
         if not ids:
@@ -255,13 +264,31 @@ class CypherGraphStore(StoreBase):
             for row in found
         ]
 
+    @contextmanager
+    def bulk_import(self, memories: int) -> Iterator[None]:
+        """The import's edge rows seek the nodes it created or merged, where the database can
+        (see :mod:`.nodes`); nothing is remembered past it."""
+        if self.graph.connection.node_id("n") is None or self.graph.nodes is not None:
+            yield
+            return
+        self.graph.nodes = NodeIds()
+        try:
+            yield
+        finally:
+            self.graph.nodes = None
+
     def cluster_ids(self, ids: Sequence[str]) -> dict[str, int]:
         if not ids:
             return {}
+        nodes = self.graph.nodes
+        node = f", {self.graph.connection.node_id('e')} AS node" if nodes is not None else ""
         rows = self.graph.q(
-            "MATCH (e:Engram {user: $user}) WHERE e.id IN $ids RETURN e.id AS id, e.cluster_id AS cluster_id",
+            "MATCH (e:Engram {user: $user}) WHERE e.id IN $ids "
+            f"RETURN e.id AS id, e.cluster_id AS cluster_id{node}",
             ids=list(dict.fromkeys(ids)),
         )
+        if nodes is not None:  # an import asks which of a batch exist: their edges seek them (.nodes)
+            nodes.remember("Engram", "id", rows)
         return {row["id"]: int(number(row, "cluster_id", NO_CLUSTER)) for row in rows}
 
     def update_engrams(self, updates: Mapping[str, Mapping[str, Any]]) -> int:
