@@ -101,15 +101,6 @@ class EngramTable:
         found = {row[0]: schema.engram_from_row(row) for row in rows}
         return [found[i] for i in ids if i in found]
 
-    def get_with_vectors(self, ids: Sequence[str]) -> list[tuple[Engram, np.ndarray | None]]:
-        """Engrams in the given order, each without its embedding list but with the embedding
-        as a float32 array (see schema.engram_and_vector_from_row)."""
-        if not ids:
-            return []
-        rows = self.db.read(f"SELECT {ENGRAM_SELECT} FROM engram e WHERE e.id IN {IDS}", (id_list(ids),))
-        found = {row[0]: schema.engram_and_vector_from_row(row) for row in rows}
-        return [found[i] for i in ids if i in found]
-
     def cluster_ids(self, ids: Sequence[str]) -> dict[str, int]:
         if not ids:
             return {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -65,7 +65,7 @@ class Graph:
 
     def __init__(self, db: Database, dims: int) -> None:
         self.db, self.dims = db, dims
-        self.cue_cache = CueCache()  # what cue_names_of reads; cleared by every cue delete
+        self.cue_cache = CueCache()  # what read_with_cues reads; cleared by every cue delete
         # Set when other processes write the file too: their cue deletes clear the cache first.
         self.feed: ChangeFeed | None = None
 
@@ -149,43 +149,38 @@ class Graph:
             result[engram_id].append(schema.cue_from_row(cue))
         return result
 
-    def cue_names_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]:
-        """As :meth:`cues_of` but without the cue embeddings, each engram's cues in no set order
-        (what recall reads of cues). The cues come from :attr:`cue_cache` (shared: read-only);
-        those not cached yet are read in the same snapshot as the edges."""
-        result: dict[str, list[Cue]] = {engram_id: [] for engram_id in engram_ids}
-        if not engram_ids:
-            return result
+    def read_with_cues(self, sql: str, params: Sequence[Any]) -> tuple[list[Any], list[list[Cue]]]:
+        """The rows of ``sql``, whose last column is the comma-separated rowids of a row's cues
+        (``group_concat(encoded_by.cue)``), and each row's cues (no embeddings) in that order:
+        what recall reads of an engram's cues, in the same statement as the engram.
+
+        The cues come from :attr:`cue_cache` (shared: read-only); those not cached yet are read
+        in the same snapshot as the rows."""
         if self.feed is not None:
             self.feed.catch_up()
         generation = self.cue_cache.generation
         with self.db.snapshot() as read:
-            edges = read(
-                # Unordered: sorting the rows cost as much as finding them, and recall sorts names itself.
-                "SELECT e.id, x.cue FROM engram e JOIN encoded_by x ON x.engram = e.rowid "
-                f"WHERE e.id IN {IDS}",
-                (id_list(engram_ids),),
-            )
+            rows = read(sql, params)
+            lists = [list(map(int, row[-1].split(","))) if row[-1] else [] for row in rows]
+            wanted = (cue for rowids in lists for cue in rowids)
             if self.feed is not None and not self.feed.caught_up(read):
                 # Another process committed since the catch-up (a cue deleted, its rowid reused?):
                 # this snapshot is newer than the cache, so the cache is neither read nor filled.
                 cues: dict[int, Cue] = {}
-                missing, generation = list(dict.fromkeys(cue for _, cue in edges)), -1
+                missing, generation = list(dict.fromkeys(wanted)), -1
             else:
-                cues, missing = self.cue_cache.known(cue for _, cue in edges)
+                cues, missing = self.cue_cache.known(wanted)
             if missing:
-                rows = read(
+                found = read(
                     f"SELECT rowid, id, name, cue_type FROM cue WHERE rowid IN {IDS}", (json.dumps(missing),)
                 )
                 read_now = {
                     rowid: Cue(id=id_, name=name, cue_type=cue_type or "keyword")
-                    for rowid, id_, name, cue_type in rows
+                    for rowid, id_, name, cue_type in found
                 }
                 self.cue_cache.store(read_now, generation)
                 cues.update(read_now)
-        for engram_id, cue in edges:
-            result[engram_id].append(cues[cue])
-        return result
+        return rows, [[cues[cue] for cue in rowids] for rowids in lists]
 
     def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
         """Most matched cues first, then by id; each hit's cues in the order they were asked."""

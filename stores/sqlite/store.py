@@ -41,7 +41,7 @@ from smriti.stores.paths import store_path
 from smriti.stores.sqlite import schema
 from smriti.stores.sqlite.changes import ChangeFeed
 from smriti.stores.sqlite.connection import DEFAULT_BUSY_TIMEOUT, Database
-from smriti.stores.sqlite.engrams import NO_CACHES, EngramTable
+from smriti.stores.sqlite.engrams import IDS, NO_CACHES, EngramTable, id_list
 from smriti.stores.sqlite.export import export_rows
 from smriti.stores.sqlite.graph import Graph
 from smriti.stores.sqlite.search import SearchIndex
@@ -50,6 +50,12 @@ if TYPE_CHECKING:
     from smriti.config import Settings
 
 logger = logging.getLogger(__name__)
+
+# recall_rows' statement: each engram's columns, then its cues' rowids (in key order, as a join reads them).
+RECALL_ROWS = (
+    f"SELECT {schema.ENGRAM_SELECT}, (SELECT group_concat(x.cue) FROM encoded_by x WHERE x.engram = e.rowid) "
+    f"FROM engram e WHERE e.id IN {IDS}"
+)
 
 # An import of more memories than this (and at least as many as the store holds) defers the
 # secondary indexes; a smaller one would spend more rebuilding them than it saves.
@@ -258,11 +264,18 @@ class SqliteStore(StoreBase):
     def recall_rows(
         self, ids: Sequence[str], query: Sequence[float] | np.ndarray | None = None
     ) -> list[RecallRow]:
-        """Two reads: the engram rows (embedding BLOBs decoded straight into arrays) and their
-        cues; the similarity to ``query`` is left to recall (it has the vectors)."""
-        found = self.engrams.get_with_vectors(ids)
-        cues = self.graph.cue_names_of([engram.id for engram, _ in found]) if found else {}
-        return [RecallRow(engram, vector, cues.get(engram.id, [])) for engram, vector in found]
+        """One statement: the engram rows (embedding BLOBs decoded straight into arrays) with
+        the rowids of their cues (resolved by the graph's cue cache, see Graph.read_with_cues);
+        the similarity to ``query`` is left to recall (it has the vectors). Two statements (the
+        rows, then the edges) cost 0.3 ms more at ~80 engrams, and a tuple per edge."""
+        if not ids:
+            return []
+        rows, cues = self.graph.read_with_cues(RECALL_ROWS, (id_list(ids),))
+        found = {}
+        for row, engram_cues in zip(rows, cues, strict=True):
+            engram, vector = schema.engram_and_vector_from_row(row[:-1])
+            found[engram.id] = RecallRow(engram, vector, engram_cues)
+        return [found[i] for i in ids if i in found]
 
     # -- search and maintenance ------------------------------------------------------------------------
     def ensure_indexes(self, threshold: int) -> dict[str, bool]:
