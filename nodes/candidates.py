@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from smriti.nodes.scoring import DEFAULT_FUSION, Fusion, cosine, fused_relevance
+from smriti.nodes.scoring import DEFAULT_FUSION, Fusion, cosine, fused_relevance, vector_norm
 from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState
 from smriti.stores.base import MAX_CUE_NAME, normalise_cue_name
 
@@ -32,10 +32,11 @@ def load_candidates(
     memory types; with the ``query`` embedding, each one's similarity is filled in too
     (:func:`fill_similarity`: the store may have computed it instead of sending the embedding)."""
     candidates = []
+    query_norm = None if query is None else vector_norm(np.asarray(query, dtype=np.float32))
     for row in context.store.recall_rows(ids, query):
         if memory_type is None or row.engram.memory_type == memory_type:
             candidate = Candidate.from_engram(row.engram, row.cues, hits.get(row.engram.id), row.vector)
-            fill_similarity(candidate, query, row.similarity)
+            fill_similarity(candidate, query, row.similarity, query_norm)
             candidates.append(candidate)
     return candidates
 
@@ -50,15 +51,17 @@ def fill_similarity(
     candidate: Candidate,
     query_embedding: Sequence[float] | np.ndarray | None,
     computed: float | None = None,
+    query_norm: np.floating | None = None,
 ) -> None:
     """Similarity for hits found without the vector branch, so every candidate has all signals:
-    the cosine the store ``computed`` with the query when it did, else that of the embeddings."""
+    the cosine the store ``computed`` with the query when it did, else that of the embeddings
+    (``query_norm``: the query's :func:`~smriti.nodes.scoring.vector_norm`, computed once)."""
     if query_embedding is None or "vector" in candidate.origins:
         return
     if computed is not None:
         candidate.similarity = max(0.0, computed)
     elif candidate.embedding is not None:
-        candidate.similarity = max(0.0, cosine(query_embedding, candidate.embedding))
+        candidate.similarity = max(0.0, cosine(query_embedding, candidate.embedding, query_norm))
 
 
 def score_relevance(

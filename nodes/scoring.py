@@ -73,11 +73,22 @@ class FabricWeights:
     authority: float
 
 
-def cosine(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
-    """cos(a, b) = a.b / (|a| |b|); 0 when either vector is zero."""
+def vector_norm(vector: np.ndarray) -> np.floating:
+    """``np.linalg.norm`` of a 1-D array, computed as it computes it (the square root of the
+    ravelled vector's dot with itself, in the vector's dtype), without its checks: 1.3 against
+    2.7 us, and recall takes ~250 norms a question."""
+    flat = vector.ravel(order="K")
+    return np.sqrt(flat.dot(flat))
+
+
+def cosine(
+    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, a_norm: np.floating | None = None
+) -> float:
+    """cos(a, b) = a.b / (|a| |b|); 0 when either vector is zero. ``a_norm`` is ``a``'s
+    :func:`vector_norm` when the caller computed it once for many ``b``."""
     va = np.asarray(a, dtype=np.float32)
     vb = np.asarray(b, dtype=np.float32)
-    denominator = float(np.linalg.norm(va) * np.linalg.norm(vb))
+    denominator = float((vector_norm(va) if a_norm is None else a_norm) * vector_norm(vb))
     return float(va @ vb) / denominator if denominator else 0.0
 
 

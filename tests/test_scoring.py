@@ -142,3 +142,31 @@ def test_score_share_tells_a_near_tie_from_a_distant_second():
     ] == pytest.approx(1.0)
     assert score_fusion({"text": 0.2}, ranked, weights) == pytest.approx(0.5 * 0.2)
     assert score_fusion({}, ranked, {}) == 0.0
+
+
+def test_cosine_equals_the_linalg_norm_formula_to_the_last_bit():
+    """scoring.cosine takes norms as np.linalg.norm computes them (vector_norm), with the first
+    vector's norm given once for many: the same float, bit for bit, as the formula it replaced."""
+    import numpy as np
+
+    from smriti.nodes.scoring import cosine, vector_norm
+
+    def linalg_cosine(a, b):
+        va, vb = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
+        denominator = float(np.linalg.norm(va) * np.linalg.norm(vb))
+        return float(va @ vb) / denominator if denominator else 0.0
+
+    rng = np.random.default_rng(3)
+    for dims in (3, 64, 384, 1536):
+        query = rng.standard_normal(dims).astype(np.float32)
+        norm = vector_norm(query)
+        assert norm == np.linalg.norm(query)
+        for _ in range(200):
+            other = rng.standard_normal(dims).astype(np.float32) * rng.uniform(1e-3, 1e3)
+            want = linalg_cosine(query, other)
+            assert cosine(query, other) == want
+            assert cosine(query, other, norm) == want
+            assert cosine(list(map(float, query)), other.astype(np.float64)) == want
+        strided = rng.standard_normal(2 * dims).astype(np.float32)[::2]  # not contiguous
+        assert cosine(query, strided) == linalg_cosine(query, strided)
+        assert cosine(query, np.zeros(dims, dtype=np.float32), norm) == 0.0
