@@ -170,3 +170,21 @@ def test_cosine_equals_the_linalg_norm_formula_to_the_last_bit():
         strided = rng.standard_normal(2 * dims).astype(np.float32)[::2]  # not contiguous
         assert cosine(query, strided) == linalg_cosine(query, strided)
         assert cosine(query, np.zeros(dims, dtype=np.float32), norm) == 0.0
+
+
+def test_a_candidate_copy_is_shallow_and_carries_every_field():
+    """Candidate.copy (compiled from the fields): a new object whose every field is the same
+    object as the original's, equal to copy.copy's; setting a field of the copy leaves the
+    original as it was."""
+    import copy
+    import dataclasses
+
+    from smriti.nodes.state import Candidate
+
+    original = Candidate(id="m1", text="text", entities=["a"], ranks={"text": 1}, score=0.5, hops=2)
+    copied = original.copy()
+    assert copied is not original and copied == original == copy.copy(original)
+    for spec in dataclasses.fields(Candidate):
+        assert getattr(copied, spec.name) is getattr(original, spec.name), spec.name
+    copied.score = 0.9
+    assert original.score == 0.5
