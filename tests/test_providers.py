@@ -237,3 +237,31 @@ def test_slow_endpoint_times_out_and_the_memory_is_still_stored(settings):
             stored = memory.store("Caroline visited Boston last week")
             assert any(s["notes"].startswith("heuristic") for s in stored["trace"] if s["node"] == "analyze")
             assert memory.stats()["engrams"] == 1
+
+
+def test_hashing_embeddings_are_the_full_vector_pass_to_the_last_bit():
+    """embed_query sums and divides only the axes its features hash to: every float must be
+    what the pass over the whole vector gave (colliding and cancelling features included)."""
+    import math
+    import random
+    import struct
+
+    from smriti.providers.hashing import _bucket
+
+    def whole_vector(embedder, text):
+        vector = [0.0] * embedder.dims
+        for feature, weight in embedder._features(text):
+            axis, sign = _bucket(feature, embedder.dims)
+            vector[axis] += sign * weight
+        norm = math.sqrt(sum(v * v for v in vector))
+        return [v / norm for v in vector] if norm else vector
+
+    rng = random.Random(5)
+    vocabulary = "alice bob moved to paris in may cats dogs rain seventh largest country moth genus".split()
+    texts = ["", "the of and", "x x x x y y", "Melanie painted a sunrise in 2022"]
+    texts += [" ".join(rng.choices(vocabulary, k=rng.randint(1, 40))) for _ in range(300)]
+    for dims in (8, 64, 1536):  # 8: most features collide, some cancel out
+        embedder = HashingEmbeddings(dims)
+        for text in texts:
+            got, want = embedder.embed_query(text), whole_vector(embedder, text)
+            assert [struct.pack("<d", v) for v in got] == [struct.pack("<d", v) for v in want], text
