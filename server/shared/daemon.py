@@ -159,17 +159,21 @@ def run(settings: Settings) -> None:
     Raises:
         StoreError: another shared server already serves this user.
     """
-    import uvicorn
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    from smriti import __version__
-    from smriti.server.app import build_server
+    from smriti.runtime import OpeningEarly
 
     paths = shared_paths(settings)
     prepare_folders(paths)
     lock = process_lock(paths.server_lock)
     if not try_lock(lock):
         raise StoreError(f"a shared Smriti server already serves user {settings.accessing_user}")
+    opening = OpeningEarly(settings)  # the store opens and its caches load while we import the rest
+
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from smriti import __version__
+    from smriti.server.app import build_server
+
     started = time.time()
     digest = settings_digest(settings)
     holder: dict[str, Any] = {}
@@ -196,7 +200,7 @@ def run(settings: Settings) -> None:
     def stop() -> None:
         holder["uvicorn"].should_exit = True
 
-    server = build_server(settings, on_open=lambda runtime: holder.update(runtime=runtime))
+    server = build_server(settings, on_open=lambda runtime: holder.update(runtime=runtime), opening=opening)
     _add_routes(server, status, stop)
     _add_cli_routes(server, lambda: holder["runtime"])
     app = server.streamable_http_app(
