@@ -8,8 +8,6 @@ Everything here is synchronous; the server calls it from worker threads.
 from __future__ import annotations
 
 import logging
-import threading
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -144,39 +142,6 @@ def open_runtime(settings: Settings, user: str | None = None, with_backup: bool 
         memory.close()
         raise
     return Runtime(settings=settings, memory=memory, backup=backup)
-
-
-class OpeningEarly:
-    """ACCESSING_USER's runtime, opened in a thread while the server imports the rest of itself.
-
-    A server's start is imports (the MCP SDK, uvicorn: ~0.6 s on the 2-core machine) and then
-    opening the store and loading its vector cache (~0.3-0.4 s at 10k: SQLite and numpy, which
-    run without the GIL). Opened in a thread before those imports, the cache is loaded by the
-    time the first recall comes, which before waited for it. The server's lifespan takes the
-    runtime (:meth:`take`), or the error that opening it raised, so a locked store still fails
-    the start with the same message.
-    """
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self._opened: Future[Runtime] = Future()
-        threading.Thread(target=self._open, name="smriti-open-early", daemon=True).start()
-
-    def _open(self) -> None:
-        try:
-            runtime = open_runtime(self.settings)
-        except BaseException as error:  # why: handed to the lifespan, which reports it
-            self._opened.set_exception(error)
-            return
-        self._opened.set_result(runtime)
-        try:
-            runtime.memory.warm()
-        except Exception:  # why: the first query loads the cache (or reports the failure) itself
-            logger.debug("loading the caches early failed", exc_info=True)
-
-    def take(self) -> Runtime:
-        """The opened runtime, once open (the caches may still be loading)."""
-        return self._opened.result()
 
 
 def close_runtime(runtime: Runtime, final_sync: bool = True) -> None:

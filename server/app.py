@@ -47,7 +47,6 @@ from smriti.config import Settings
 from smriti.errors import SmritiError, UserError
 from smriti.runtime import (
     NOTHING_TO_SYNC,
-    OpeningEarly,
     Runtime,
     close_runtime,
     describe_status,
@@ -327,7 +326,6 @@ def build_server(
     on_shutdown: Callable[[], None] | None = None,
     auth: HttpAuth | None = None,
     on_open: Callable[[Runtime], None] | None = None,
-    opening: OpeningEarly | None = None,
 ) -> MCPServer:
     """Build the MCP server for ``settings`` (nothing is opened until the lifespan starts).
 
@@ -338,8 +336,6 @@ def build_server(
             None serves ACCESSING_USER's memory, opened at start.
         on_open: called with ACCESSING_USER's runtime once it is open (without ``auth``; the
             shared server's own routes use it).
-        opening: ACCESSING_USER's runtime, already being opened (without ``auth``): the
-            lifespan takes it instead of opening the store (see ``runtime.OpeningEarly``).
 
     Returns:
         An :class:`MCPServer` with the tools ``smriti_store``, ``smriti_recall`` and
@@ -351,7 +347,7 @@ def build_server(
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[UserRuntimes]:
         runtimes = UserRuntimes(
-            functools.partial(_open_ready, settings, opening if auth is None else None),
+            functools.partial(_open_ready, settings),
             close_runtime,
             multi_user=auth is not None,
             idle_timeout=settings.user_idle_timeout,
@@ -419,7 +415,7 @@ def _advertise_rules(server: MCPServer, max_results: int) -> None:
             described.update(schema)
 
 
-def _open_ready(settings: Settings, opening: OpeningEarly | None, user: str | None) -> Runtime:
+def _open_ready(settings: Settings, user: str | None) -> Runtime:
     """Open a user's runtime (None: ACCESSING_USER, at start).
 
     An HTTP user's pipelines are imported here, so that user's first call need not. The
@@ -427,9 +423,9 @@ def _open_ready(settings: Settings, opening: OpeningEarly | None, user: str | No
     answered once the store is open (a locked store still fails the start); a call that comes
     sooner waits for the same import.
     """
+    runtime = open_runtime(settings) if user is None else open_runtime(settings, user=user)
     if user is None:
-        return opening.take() if opening is not None else open_runtime(settings)
-    runtime = open_runtime(settings, user=user)
+        return runtime
     try:
         runtime.memory.load_pipelines()
     except BaseException:

@@ -133,11 +133,6 @@ def serve(
         from smriti.server.workers import serve_workers
 
         return serve_workers(settings, host, port, no_auth, workers)
-    from smriti.runtime import OpeningEarly
-
-    # stdio serves ACCESSING_USER: its store opens and its caches load while the rest imports.
-    opening = OpeningEarly(settings) if transport == "stdio" else None
-
     import anyio
 
     from smriti.runtime import startup_error
@@ -154,7 +149,7 @@ def serve(
             print(f"smriti-mcp: {error}", file=sys.stderr)
             raise SystemExit(2) from None
     closed = threading.Event()
-    server = build_server(settings, on_shutdown=closed.set, auth=auth, opening=opening)
+    server = build_server(settings, on_shutdown=closed.set, auth=auth)
     where = "stdio" if transport == "stdio" else f"http://{host}:{port}/mcp"
     logger.info(
         "smriti-mcp %s: %s on %s, serving %s",

@@ -159,21 +159,17 @@ def run(settings: Settings) -> None:
     Raises:
         StoreError: another shared server already serves this user.
     """
-    from smriti.runtime import OpeningEarly
-
-    paths = shared_paths(settings)
-    prepare_folders(paths)
-    lock = process_lock(paths.server_lock)
-    if not try_lock(lock):
-        raise StoreError(f"a shared Smriti server already serves user {settings.accessing_user}")
-    opening = OpeningEarly(settings)  # the store opens and its caches load while we import the rest
-
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
     from smriti import __version__
     from smriti.server.app import build_server
 
+    paths = shared_paths(settings)
+    prepare_folders(paths)
+    lock = process_lock(paths.server_lock)
+    if not try_lock(lock):
+        raise StoreError(f"a shared Smriti server already serves user {settings.accessing_user}")
     started = time.time()
     digest = settings_digest(settings)
     holder: dict[str, Any] = {}
@@ -200,7 +196,7 @@ def run(settings: Settings) -> None:
     def stop() -> None:
         holder["uvicorn"].should_exit = True
 
-    server = build_server(settings, on_open=lambda runtime: holder.update(runtime=runtime), opening=opening)
+    server = build_server(settings, on_open=lambda runtime: holder.update(runtime=runtime))
     _add_routes(server, status, stop)
     _add_cli_routes(server, lambda: holder["runtime"])
     app = server.streamable_http_app(
