@@ -1,9 +1,9 @@
-"""``Memory``: the library's front door, one user's memory with its three compiled graphs.
+"""``Memory``: the library's front door, one user's memory with its three pipelines.
 
 The MCP server, the CLI, notebooks and LangGraph integrations all go through this class,
-so they share one behaviour. Each method is one graph run (or one store call for the
-trivial ones); the graphs themselves stay available as ``memory.store_graph`` etc. for
-step-by-step inspection and for embedding as subgraphs.
+so they share one behaviour. Each method is one pipeline run (or one store call for the
+trivial ones); the pipelines' LangGraph graphs stay available as ``memory.store_graph`` etc.
+for step-by-step inspection and for embedding as subgraphs.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from smriti.config import Settings
     from smriti.nodes.state import MemoryContext
+    from smriti.pipelines.pipeline import Pipeline
 
 
 MIN_ID_PREFIX = 4  # characters of an id that `smriti forget` accepts as its start
@@ -32,13 +33,14 @@ MIN_ID_PREFIX = 4  # characters of an id that `smriti forget` accepts as its sta
 REHEARSAL_QUERY = "What did Alex say about the plan last week?"
 
 
-def run_graph(graph: Any, payload: dict[str, Any], context: MemoryContext) -> Any:
-    """``graph.invoke(payload, context=context)``, by the direct executor where it applies
-    (``pipelines/runner.py``: the same nodes, edges, reducers and trace, without LangGraph's
-    per-step checkpoint and channel bookkeeping, ~5 ms of a recall at 10k)."""
+def run_pipeline(pipeline: Pipeline, payload: dict[str, Any], context: MemoryContext) -> Any:
+    """Run ``pipeline`` on ``payload``: by the direct runner (``pipelines/runner.py``: the same
+    nodes, reducers and trace as its LangGraph graph, without importing LangGraph or its per-step
+    checkpoint and channel bookkeeping, ~5 ms of a recall at 10k), or through the compiled graph
+    where the runner does not apply (LangSmith tracing on)."""
     from smriti.pipelines.runner import invoke
 
-    return invoke(graph, payload, context)
+    return invoke(pipeline, payload, context)
 
 
 class Memory:
@@ -54,11 +56,12 @@ class Memory:
         self._rehearsal = threading.Lock()
         self._closed = False
 
-    # The graphs are imported at first use: LangGraph takes ~1 s to import, which a command that
-    # runs no graph (import, export, stats) need not wait for.
-    def load_graphs(self) -> None:
-        """Import and compile the three graphs now (a server does, so its first call need not)."""
-        _ = self.recall_graph, self.store_graph, self.consolidate_graph  # recall: a first call's likeliest
+    # The pipelines are imported at first use, and their LangGraph graphs compiled only when
+    # asked for (``store_graph`` etc.): LangGraph takes ~0.8 s to import, which neither a command
+    # that runs no pipeline (import, export, stats) nor a server's first recall need wait for.
+    def load_pipelines(self) -> None:
+        """Import the store and recall pipelines now (a server does, so its first call need not)."""
+        _ = self._recall_pipeline, self._store_pipeline  # recall: a first call's likeliest
 
     def warm(self) -> None:
         """Load the store's caches (the vector matrix or graph, the cue cache) and the word
@@ -97,7 +100,7 @@ class Memory:
             "include_superseded": False,
             "checked": True,
         }
-        return list(run_graph(self.recall_graph, payload, self.context)["trace"])
+        return list(run_pipeline(self._recall_pipeline, payload, self.context)["trace"])
 
     def _rehearsal_is_offline(self) -> bool:
         """A rehearsal calls no model over the network: an API call at every start would cost
@@ -111,22 +114,31 @@ class Memory:
         return local and context.llm is None and context.reranker is None
 
     @functools.cached_property
-    def store_graph(self) -> Any:
-        from smriti.pipelines.store import store_graph
+    def _store_pipeline(self) -> Pipeline:
+        from smriti.pipelines.store import store_pipeline
 
-        return store_graph
+        return store_pipeline
 
     @functools.cached_property
-    def recall_graph(self) -> Any:
-        from smriti.pipelines.recall import recall_graph
+    def _recall_pipeline(self) -> Pipeline:
+        from smriti.pipelines.recall import recall_pipeline
 
-        return recall_graph
+        return recall_pipeline
+
+    # The LangGraph graphs of the pipelines, for stepping through them and embedding them.
+    @property
+    def store_graph(self) -> Any:
+        return self._store_pipeline.graph
+
+    @property
+    def recall_graph(self) -> Any:
+        return self._recall_pipeline.graph
 
     @functools.cached_property
     def consolidate_graph(self) -> Any:
-        from smriti.pipelines.consolidate import consolidate_graph
+        from smriti.pipelines.consolidate import consolidate_pipeline
 
-        return consolidate_graph
+        return consolidate_pipeline.graph
 
     @classmethod
     def open(
@@ -191,7 +203,7 @@ class Memory:
         # write they make joins this one transaction; a failure anywhere rolls all of it back,
         # and a killed process leaves the whole memory or none (on a transactional store).
         with self.context.write_lock, self.context.store.transaction():
-            output = run_graph(self.store_graph, payload, self.context)
+            output = run_pipeline(self._store_pipeline, payload, self.context)
         if self._worker is not None:
             self._worker.touch()
             self._worker.notify()
@@ -223,10 +235,10 @@ class Memory:
     def start_analysis_worker(self) -> bool:
         """Drain the analysis queue in a background thread (what the server does); False when
         no chat model is configured. Stopped by :meth:`close`."""
-        from smriti.pipelines.enrich import AnalysisWorker
-
         if self._worker is not None or (self.context.llm is None and self.context.analyst is None):
             return self._worker is not None
+        from smriti.pipelines.enrich import AnalysisWorker
+
         self._worker = AnalysisWorker(self.context)
         self._worker.start()
         return True
@@ -331,7 +343,7 @@ class Memory:
         (the MCP tools and the CLI do, where the request enters): the rules are not applied again."""
         self._touch()
         self._recalled = True
-        output = run_graph(self.recall_graph, {**request, "checked": True}, self.context)
+        output = run_pipeline(self._recall_pipeline, {**request, "checked": True}, self.context)
         self._touch()
         result = output["result"]
         if request["explain"]:

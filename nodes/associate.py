@@ -29,9 +29,7 @@ of the memory.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
-
-from langgraph.runtime import Runtime
+from typing import TYPE_CHECKING, Any
 
 from smriti.nodes.candidates import (
     best_with_ties,
@@ -43,6 +41,9 @@ from smriti.nodes.pagerank import spread
 from smriti.nodes.scoring import episode_evidence, episode_of, episode_relevance, hop_relevance
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.stores.base import Association
+
+if TYPE_CHECKING:
+    from langgraph.runtime import Runtime
 
 CONTEXT_TYPE = "same_source"
 

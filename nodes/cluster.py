@@ -11,9 +11,7 @@ written a chunk at a time under the write lock, with a pause between chunks.
 from __future__ import annotations
 
 import logging
-from typing import Any
-
-from langgraph.runtime import Runtime
+from typing import TYPE_CHECKING, Any
 
 from smriti.nodes.leiden import (
     DEFAULT_RESOLUTIONS,
@@ -32,6 +30,9 @@ from smriti.nodes.leiden import (
 )
 from smriti.nodes.offload import run_in_subprocess
 from smriti.nodes.state import ConsolidateState, MemoryContext, pause, traced
+
+if TYPE_CHECKING:
+    from langgraph.runtime import Runtime
 
 __all__ = [
     "DEFAULT_RESOLUTIONS",

@@ -32,12 +32,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
-
-from langgraph.runtime import Runtime
+from typing import TYPE_CHECKING, Any
 
 from smriti.nodes.state import ConsolidateState, MemoryContext, pause, traced
 from smriti.stores.base import EngramState
+
+if TYPE_CHECKING:
+    from langgraph.runtime import Runtime
 
 logger = logging.getLogger(__name__)
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Any
-
-from langgraph.runtime import Runtime
+from typing import TYPE_CHECKING, Any
 
 from smriti.errors import InvalidInput
 from smriti.nodes.state import MemoryContext, StoreState, traced
 from smriti.stores.base import Engram, StoreError
 from smriti.validators import check_store
+
+if TYPE_CHECKING:
+    from langgraph.runtime import Runtime
 
 # What a caller may give the store graph to check (validators.check_store's arguments).
 STORE_ARGUMENTS = ("content", "importance", "tags", "source", "occurred_at", "supersedes")

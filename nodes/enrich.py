@@ -27,9 +27,8 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langgraph.runtime import Runtime
 from pydantic import Field
 
 from smriti.nodes.link import write_links
@@ -39,6 +38,9 @@ from smriti.providers.analysis import ANALYZE_PROMPT, ask_structured
 from smriti.providers.schemas import Analysis
 from smriti.stores.base import Engram
 from smriti.stores.queue import AnalysisQueue, Job
+
+if TYPE_CHECKING:
+    from langgraph.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

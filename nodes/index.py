@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from langgraph.runtime import Runtime
+from typing import TYPE_CHECKING, Any
 
 from smriti.nodes.state import ConsolidateState, MemoryContext, traced
+
+if TYPE_CHECKING:
+    from langgraph.runtime import Runtime
 
 # Shared with the store pipeline's lazy index check, which skips the store call once set.
 INDEXES_READY_KEY = "indexes_ready"

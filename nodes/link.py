@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from typing import Any
-
-from langgraph.runtime import Runtime
+from typing import TYPE_CHECKING, Any
 
 from smriti.nodes.index import INDEXES_READY_KEY, remember_index_state
 from smriti.nodes.state import MemoryContext, StoreState, traced
@@ -19,6 +17,9 @@ from smriti.stores.base import (
     cooccurring_pairs,
     normalise_cue_name,
 )
+
+if TYPE_CHECKING:
+    from langgraph.runtime import Runtime
 
 # How many of the latest memories of the same source (conversation, session) a new one links
 # to, and how strongly: SAME_SOURCE_STRENGTH to the one just before, times SAME_SOURCE_FALLOFF

@@ -13,14 +13,15 @@ import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
-
-from langgraph.runtime import Runtime
+from typing import TYPE_CHECKING, Any
 
 from smriti.errors import StoreFull
 from smriti.nodes.scoring import SIMILARITY, rank, spread_over_episodes
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.text import STOPWORDS, words
+
+if TYPE_CHECKING:
+    from langgraph.runtime import Runtime
 
 logger = logging.getLogger(__name__)
 

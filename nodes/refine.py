@@ -50,10 +50,9 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from langgraph.runtime import Runtime
 
 from smriti.errors import ProviderError
 from smriti.nodes.candidates import memory_subject
@@ -63,6 +62,9 @@ from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scor
 from smriti.nodes.textsim import candidate_similarity
 from smriti.stores.base import NO_CLUSTER, normalise_cue_name
 from smriti.time_window import TimeWindow, find_time_window
+
+if TYPE_CHECKING:
+    from langgraph.runtime import Runtime
 
 logger = logging.getLogger(__name__)
 

@@ -47,9 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from langgraph.runtime import Runtime
+from typing import TYPE_CHECKING, Any
 
 from smriti.nodes.candidates import (
     best_with_ties,
@@ -62,6 +60,9 @@ from smriti.nodes.graph_relations import MAX_PATHS
 from smriti.nodes.scoring import hub_ceiling
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.stores.base import GraphStore, Relation, normalise_cue_name
+
+if TYPE_CHECKING:
+    from langgraph.runtime import Runtime
 
 
 @dataclass(frozen=True, slots=True)

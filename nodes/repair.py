@@ -14,13 +14,14 @@ An engram whose content and tags yield no cue at all cannot be repaired; it is c
 from __future__ import annotations
 
 import logging
-from typing import Any
-
-from langgraph.runtime import Runtime
+from typing import TYPE_CHECKING, Any
 
 from smriti.nodes.link import write_links
 from smriti.nodes.state import ConsolidateState, MemoryContext, traced
 from smriti.providers.heuristic import analyze_offline
+
+if TYPE_CHECKING:
+    from langgraph.runtime import Runtime
 
 logger = logging.getLogger(__name__)
 

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
-
-from langgraph.runtime import Runtime
+from typing import TYPE_CHECKING, Any
 
 from smriti.nodes.candidates import SIGNALS, load_candidates, query_vector, score_relevance
 from smriti.nodes.scoring import cue_score, hub_ceiling, idf, recency
@@ -25,6 +23,9 @@ from smriti.stores.aliases import AliasIndex
 from smriti.stores.base import normalise_cue_name
 from smriti.text import light_stem
 from smriti.validators import check_recall
+
+if TYPE_CHECKING:
+    from langgraph.runtime import Runtime
 
 # What a caller may give the recall graph (validators.check_recall's arguments).
 RECALL_ARGUMENTS = ("query", "limit", "mode", "memory_type", "explain", "include_superseded")

@@ -23,13 +23,14 @@ History is kept: nothing is deleted. Forgetting the newer memory makes the older
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
-
-from langgraph.runtime import Runtime
+from typing import TYPE_CHECKING, Any
 
 from smriti.errors import NotFound
 from smriti.nodes.state import MemoryContext, StoreState, traced
 from smriti.stores.base import Engram, GraphStore, Relation, normalise_cue_name
+
+if TYPE_CHECKING:
+    from langgraph.runtime import Runtime
 
 # Relation (as extracted, lower case) -> the single-valued relation it states. A past tense
 # ("preferred", "worked at") tells history, not the current value, so it supersedes nothing.

@@ -1,1 +1,1 @@
-"""The three compiled LangGraph graphs (store, recall, consolidate) and their shared context."""
+"""The three pipelines (store, recall, consolidate), their runner and their shared context."""

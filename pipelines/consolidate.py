@@ -11,32 +11,21 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
-from langgraph.graph import END, START, StateGraph
-
 from smriti.nodes.cluster import recluster
 from smriti.nodes.decay import decay, orphans, prune, strengthen
 from smriti.nodes.index import embed_cues, manage_indexes
 from smriti.nodes.repair import repair
 from smriti.nodes.state import ConsolidateInput, ConsolidateOutput, ConsolidateState, MemoryContext
+from smriti.pipelines.pipeline import END, START, Pipeline
 
 STEPS = ["repair", "decay", "prune", "strengthen", "orphans", "recluster", "indexes", "embed_cues"]
 _NODES = [repair, decay, prune, strengthen, orphans, recluster, manage_indexes, embed_cues]
 
 
-def build_consolidate_graph(checkpointer: Any = None, interrupt_before: list[str] | None = None):
-    """Compile the consolidate graph; pass a checkpointer and ``interrupt_before`` to step through it.
-
-    Args:
-        checkpointer: a LangGraph checkpointer (e.g. ``MemorySaver()``); needed to interrupt.
-        interrupt_before: node names (from :data:`STEPS`) to pause before.
-
-    Raises:
-        ValueError: an unknown node name in ``interrupt_before``.
-    """
-    unknown = sorted(set(interrupt_before or []) - set(STEPS))
-    if unknown:
-        raise ValueError(f"unknown consolidate step(s) {unknown}; steps are {STEPS}")
-    builder = StateGraph(
+def build_consolidate_pipeline() -> Pipeline:
+    """The consolidate pipeline: a chain of :data:`STEPS`."""
+    builder = Pipeline(
+        "smriti_consolidate",
         ConsolidateState,
         context_schema=MemoryContext,
         input_schema=ConsolidateInput,
@@ -48,9 +37,31 @@ def build_consolidate_graph(checkpointer: Any = None, interrupt_before: list[str
     for before, after in pairwise(STEPS):
         builder.add_edge(before, after)
     builder.add_edge(STEPS[-1], END)
-    return builder.compile(
-        checkpointer=checkpointer, interrupt_before=interrupt_before, name="smriti_consolidate"
-    )
+    return builder
 
 
-consolidate_graph = build_consolidate_graph()
+def build_consolidate_graph(checkpointer: Any = None, interrupt_before: list[str] | None = None) -> Any:
+    """Compile the consolidate graph (imports LangGraph); pass a checkpointer and
+    ``interrupt_before`` to step through it.
+
+    Args:
+        checkpointer: a LangGraph checkpointer (e.g. ``MemorySaver()``); needed to interrupt.
+        interrupt_before: node names (from :data:`STEPS`) to pause before.
+
+    Raises:
+        ValueError: an unknown node name in ``interrupt_before``.
+    """
+    unknown = sorted(set(interrupt_before or []) - set(STEPS))
+    if unknown:
+        raise ValueError(f"unknown consolidate step(s) {unknown}; steps are {STEPS}")
+    return consolidate_pipeline.compile(checkpointer, interrupt_before)
+
+
+consolidate_pipeline = build_consolidate_pipeline()
+
+
+def __getattr__(name: str) -> Any:
+    # ``consolidate_graph``, the compiled graph, is made at first use: LangGraph's import is ~0.8 s.
+    if name == "consolidate_graph":
+        return consolidate_pipeline.graph
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -45,8 +45,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.graph import END, START, StateGraph
-
 from smriti.nodes.associate import activate, conversation_context, episode_context, multi_hop
 from smriti.nodes.rank import demote_superseded, format_result, score
 from smriti.nodes.rank import reinforce as reinforce_results
@@ -71,6 +69,7 @@ from smriti.nodes.search import (
     vector_search,
 )
 from smriti.nodes.state import MemoryContext, RecallInput, RecallOutput, RecallState
+from smriti.pipelines.pipeline import END, START, Pipeline
 
 DIRECT_BRANCHES = ["cue_traverse", "vector_search", "fulltext_search"]
 
@@ -87,16 +86,16 @@ def _after_current_only(state: RecallState) -> str:
     return "score" if state["mode"] == "search" else "seed_cluster"
 
 
-def build_recall_graph(
-    checkpointer: Any = None, interrupt_before: list[str] | None = None, *, reinforce: bool = True
-):
-    """Compile the recall graph; pass a checkpointer and ``interrupt_before`` to step through it.
-
-    ``reinforce=False`` leaves out the reinforce step, for callers that keep only some of the
-    results and reinforce those themselves (the LangGraph store pages and filters them).
-    """
-    builder = StateGraph(
-        RecallState, context_schema=MemoryContext, input_schema=RecallInput, output_schema=RecallOutput
+def build_recall_pipeline(*, reinforce: bool = True) -> Pipeline:
+    """The recall pipeline. ``reinforce=False`` leaves out the reinforce step, for callers that
+    keep only some of the results and reinforce those themselves (the LangGraph store pages and
+    filters them)."""
+    builder = Pipeline(
+        "smriti_recall",
+        RecallState,
+        context_schema=MemoryContext,
+        input_schema=RecallInput,
+        output_schema=RecallOutput,
     )
     builder.add_node("validate", validate_recall)
     builder.add_node("list_recent", list_recent)
@@ -155,7 +154,22 @@ def build_recall_graph(
     else:
         builder.add_edge("demote_superseded", "format")
     builder.add_edge("format", END)
-    return builder.compile(checkpointer=checkpointer, interrupt_before=interrupt_before, name="smriti_recall")
+    return builder
 
 
-recall_graph = build_recall_graph()
+def build_recall_graph(
+    checkpointer: Any = None, interrupt_before: list[str] | None = None, *, reinforce: bool = True
+) -> Any:
+    """The recall pipeline compiled into a LangGraph graph (imports LangGraph); pass a
+    checkpointer and ``interrupt_before`` to step through it."""
+    return build_recall_pipeline(reinforce=reinforce).compile(checkpointer, interrupt_before)
+
+
+recall_pipeline = build_recall_pipeline()
+
+
+def __getattr__(name: str) -> Any:
+    # ``recall_graph``, the compiled graph, is made at first use: LangGraph's import is ~0.8 s.
+    if name == "recall_graph":
+        return recall_pipeline.graph
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

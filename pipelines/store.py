@@ -13,13 +13,12 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
-from langgraph.graph import END, START, StateGraph
-
 from smriti.nodes.encode import analyze, embed, find_duplicate, validate_store, write
 from smriti.nodes.enrich import queue_analysis
 from smriti.nodes.link import associate, index_check, inherit_cluster, link_cues
 from smriti.nodes.state import MemoryContext, StoreInput, StoreOutput, StoreState
 from smriti.nodes.supersede import supersede
+from smriti.pipelines.pipeline import END, START, Pipeline
 
 STEPS = [
     "validate",
@@ -40,10 +39,14 @@ def _after_dedupe(state: StoreState) -> str:
     return END if state.get("duplicate_of") else "write"
 
 
-def build_store_graph(checkpointer: Any = None, interrupt_before: list[str] | None = None):
-    """Compile the store graph; pass a checkpointer and ``interrupt_before`` to step through it."""
-    builder = StateGraph(
-        StoreState, context_schema=MemoryContext, input_schema=StoreInput, output_schema=StoreOutput
+def build_store_pipeline() -> Pipeline:
+    """The store pipeline."""
+    builder = Pipeline(
+        "smriti_store",
+        StoreState,
+        context_schema=MemoryContext,
+        input_schema=StoreInput,
+        output_schema=StoreOutput,
     )
     nodes = [
         validate_store,
@@ -67,7 +70,20 @@ def build_store_graph(checkpointer: Any = None, interrupt_before: list[str] | No
     for before, after in pairwise(STEPS[4:]):
         builder.add_edge(before, after)
     builder.add_edge(STEPS[-1], END)
-    return builder.compile(checkpointer=checkpointer, interrupt_before=interrupt_before, name="smriti_store")
+    return builder
 
 
-store_graph = build_store_graph()
+def build_store_graph(checkpointer: Any = None, interrupt_before: list[str] | None = None) -> Any:
+    """The store pipeline compiled into a LangGraph graph (imports LangGraph); pass a
+    checkpointer and ``interrupt_before`` to step through it."""
+    return build_store_pipeline().compile(checkpointer, interrupt_before)
+
+
+store_pipeline = build_store_pipeline()
+
+
+def __getattr__(name: str) -> Any:
+    # ``store_graph``, the compiled graph, is made at first use: LangGraph's import is ~0.8 s.
+    if name == "store_graph":
+        return store_pipeline.graph
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -418,16 +418,16 @@ def _advertise_rules(server: MCPServer, max_results: int) -> None:
 def _open_ready(settings: Settings, user: str | None) -> Runtime:
     """Open a user's runtime (None: ACCESSING_USER, at start).
 
-    An HTTP user's graphs are compiled here, so that user's first call need not. The start-up
-    user's are compiled in the background instead (:func:`_warm`): ``initialize`` is answered
-    once the store is open (a locked store still fails the start), not ~1 s of LangGraph
-    imports and compiles later; a call that comes sooner waits for the same import.
+    An HTTP user's pipelines are imported here, so that user's first call need not. The
+    start-up user's are imported in the background instead (:func:`_warm`): ``initialize`` is
+    answered once the store is open (a locked store still fails the start); a call that comes
+    sooner waits for the same import.
     """
     runtime = open_runtime(settings) if user is None else open_runtime(settings, user=user)
     if user is None:
         return runtime
     try:
-        runtime.memory.load_graphs()
+        runtime.memory.load_pipelines()
     except BaseException:
         close_runtime(runtime, final_sync=False)
         raise
@@ -451,19 +451,20 @@ def _start_background(tasks: anyio.abc.TaskGroup, runtime: Runtime) -> None:
 
 
 def _warm(runtime: Runtime) -> None:
-    """Compile the graphs (recall's first) in this thread while another loads the vector cache
-    and then the word lists: the cache's read is SQLite and numpy, which run without the GIL,
-    beside LangGraph's imports, which hold it. A call that arrives meanwhile waits for the
-    import in progress (Python's import lock) or the cache load (its lock), never repeats them.
-    Then one rehearsal recall (:meth:`Memory.rehearse`) pays the first recall's one-time costs.
+    """Import the pipelines (recall's first) in this thread while another loads the vector
+    cache and then the word lists: the cache's read is SQLite and numpy, which run without the
+    GIL, beside the imports, which hold it. A call that arrives meanwhile waits for the import
+    in progress (Python's import lock) or the cache load (its lock), never repeats them. Then
+    one rehearsal recall (:meth:`Memory.rehearse`) pays the first recall's one-time costs.
+    The pipelines run without LangGraph (``pipelines/pipeline.py``), which is not imported here.
     """
     caches = threading.Thread(target=_warm_caches, args=(runtime,), name="smriti-warm-caches", daemon=True)
     caches.start()
     try:
-        runtime.memory.load_graphs()
+        runtime.memory.load_pipelines()
         caches.join()
         runtime.memory.rehearse()  # the first recall's one-time costs, paid here instead
-    except Exception:  # why: the first call will compile them (or report the failure) itself
+    except Exception:  # why: the first call will import them (or report the failure) itself
         logger.debug("warming the recall failed", exc_info=True)
 
 

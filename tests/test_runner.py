@@ -1,23 +1,26 @@
-"""The direct executor (pipelines/runner.py) against LangGraph's own invoke: same outputs, same traces."""
+"""The direct runner (pipelines/runner.py) against LangGraph's own invoke of the same pipeline:
+same outputs, same traces; and the serving path does not import LangGraph at all."""
 
 from __future__ import annotations
 
 import json
 import operator
+import subprocess
+import sys
 import threading
 import time
 from typing import Annotated, Any, TypedDict
 
 import langsmith
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langgraph.errors import InvalidUpdateError
-from langgraph.graph import END, START, StateGraph
 
 from smriti.memory import Memory
 from smriti.pipelines import runner
-from smriti.pipelines.checkpoint import checkpointer
-from smriti.pipelines.recall import build_recall_graph
-from smriti.pipelines.store import build_store_graph, store_graph
+from smriti.pipelines.pipeline import END, START, Pipeline
+from smriti.pipelines.recall import build_recall_pipeline
+from smriti.pipelines.store import build_store_pipeline, store_graph
 
 TEXTS = [
     "Alice from the billing team moved the invoices service to Postgres in March.",
@@ -60,20 +63,20 @@ def filled(make_context):
 
 @pytest.mark.parametrize("mode", ["recall", "search", "list"])
 def test_recall_is_the_same_as_langgraphs(filled, mode):
-    graph = build_recall_graph(reinforce=False)  # reinforcing would change the second run's scores
-    assert runner.plan_for(graph) is not None
+    pipeline = build_recall_pipeline(reinforce=False)  # reinforcing would change the second run's scores
+    assert pipeline.runs_directly
+    graph = pipeline.compile()
     for query in QUERIES:
         for extra in ({}, {"memory_type": "episodic"}, {"include_superseded": True, "limit": 2}):
             payload = {"query": query, "mode": mode, "explain": True, **extra}
             expected = graph.invoke(payload, context=filled)
-            got = runner.invoke(graph, payload, filled)
+            got = runner.invoke(pipeline, payload, filled)
             assert _without_timings(got) == _without_timings(expected)
             assert got["result"]["results"] or mode == "search"
 
 
 def test_recall_runs_the_parallel_branches_once_and_joins_them(filled):
-    graph = build_recall_graph()
-    out = runner.invoke(graph, {"query": "billing Postgres", "explain": True}, filled)
+    out = runner.invoke(build_recall_pipeline(), {"query": "billing Postgres", "explain": True}, filled)
     nodes = [entry["node"] for entry in out["trace"]]
     # Pregel applies a step's writes in node-name order: the branches' trace entries too.
     assert nodes[:6] == [
@@ -89,11 +92,12 @@ def test_recall_runs_the_parallel_branches_once_and_joins_them(filled):
 
 def test_store_is_the_same_as_langgraphs(make_context):
     ours, theirs = make_context(user="ours"), make_context(user="theirs")
-    graph = build_store_graph()
+    pipeline = build_store_pipeline()
+    graph = pipeline.compile()
     same_id: dict[str, str] = {}  # their memory's id -> ours (ids are random)
     for text in [*TEXTS, TEXTS[0]]:  # the last one is a near-duplicate: the run ends after dedupe
         payload = {"content": text, "tags": "t", "source": "notes"}
-        got, expected = runner.invoke(graph, payload, ours), graph.invoke(payload, context=theirs)
+        got, expected = runner.invoke(pipeline, payload, ours), graph.invoke(payload, context=theirs)
         same_id.setdefault(expected["id"], got["id"])
         translated = json.dumps(_without_timings(expected))
         for their_id, our_id in same_id.items():
@@ -102,28 +106,77 @@ def test_store_is_the_same_as_langgraphs(make_context):
     assert got["deduplicated"] is True
 
 
-def test_memory_runs_its_graphs_directly(make_context, monkeypatch):
+def test_memory_runs_its_pipelines_directly(make_context, monkeypatch):
     memory = Memory(make_context())
     calls: list[str] = []
     original = runner._run
-    monkeypatch.setattr(runner, "_run", lambda plan, *a: calls.append("direct") or original(plan, *a))
+    monkeypatch.setattr(
+        runner, "_run", lambda pipeline, *a: calls.append(pipeline.name) or original(pipeline, *a)
+    )
     stored = memory.store(TEXTS[0])
     result = memory.recall("invoices Postgres", explain=True)
-    assert calls == ["direct", "direct"]
+    assert calls == ["smriti_store", "smriti_recall"]
     assert result["results"][0]["id"] == stored["id"]
     assert stored["trace"][0]["node"] == "validate" and result["trace"][-1]["node"] == "format"
 
 
-def test_graphs_it_does_not_model_run_through_langgraph(filled, monkeypatch):
-    stepped = build_recall_graph(checkpointer=checkpointer(), interrupt_before=["score"])
-    assert runner.plan_for(stepped) is None
-    graph = build_recall_graph(reinforce=False)
-    assert runner.plan_for(graph) is not None
+def test_runs_it_does_not_model_go_through_langgraph(filled, monkeypatch):
+    pipeline = build_recall_pipeline(reinforce=False)
     # With LangSmith tracing on, LangGraph records the run (nothing is sent: invoke is patched).
-    monkeypatch.setattr(type(graph), "invoke", lambda self, payload, context: {"through": "langgraph"})
+    monkeypatch.setattr(
+        type(pipeline.graph), "invoke", lambda self, payload, context: {"through": "langgraph"}
+    )
     with langsmith.tracing_context(enabled=True):
-        assert runner.invoke(graph, {"query": "x"}, filled) == {"through": "langgraph"}
-    assert "result" in runner.invoke(graph, {"query": "x"}, filled)
+        assert runner.invoke(pipeline, {"query": "x"}, filled) == {"through": "langgraph"}
+    assert "result" in runner.invoke(pipeline, {"query": "x"}, filled)
+    # Before anything imported langsmith (a server), its environment variables are read instead.
+    monkeypatch.delitem(sys.modules, "langsmith")
+    assert "result" in runner.invoke(pipeline, {"query": "x"}, filled)
+    monkeypatch.setenv("LANGSMITH_TRACING", "true")
+    assert runner.invoke(pipeline, {"query": "x"}, filled) == {"through": "langgraph"}
+
+
+def test_a_node_the_runner_does_not_model_sends_the_pipeline_through_langgraph():
+    async def asynchronous(state: Toy, runtime: Any) -> dict[str, Any]:
+        return {"seen": ["async"]}
+
+    def with_config(state: Toy, config: RunnableConfig) -> dict[str, Any]:
+        return {"seen": ["config"]}
+
+    for node, seen in ((asynchronous, None), (with_config, ["config"])):
+        pipeline = Pipeline("odd", Toy)
+        pipeline.add_node("odd", node)
+        pipeline.add_edge(START, "odd")
+        pipeline.add_edge("odd", END)
+        assert not pipeline.runs_directly
+        if seen is not None:  # LangGraph ran it, passing its own config
+            assert runner.invoke(pipeline, {"mode": "l"}, None) == {"mode": "l", "seen": seen}
+
+
+def test_a_server_answers_recalls_without_importing_langgraph(tmp_path):
+    """The point of describing pipelines without LangGraph: its ~0.8 s import (langchain_core's
+    runnables and tracers, langsmith) is not on a server's path to its first recall."""
+    script = f"""
+import sys
+from pathlib import Path
+from smriti.config import Settings
+from smriti.memory import Memory
+settings = Settings(storage_location=Path({str(tmp_path)!r}), accessing_user="u",
+                    embedding_provider="hashing", embedding_dims=64, llm_provider="heuristic",
+                    smriti_shared=False)
+memory = Memory.open(settings)
+memory.load_pipelines()
+stored = memory.store("Alice moved the invoices service to Postgres in March.")
+found = memory.recall("Who moved invoices to Postgres?", limit=3)
+assert found["results"][0]["id"] == stored["id"], found
+assert memory.rehearse() == []  # a real recall came first
+memory.close()
+print(sorted(name for name in sys.modules if name.split(".")[0] in ("langgraph", "langsmith")))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 # ----------------------------------------------------------------------------- a toy graph
@@ -147,8 +200,8 @@ def _writer(name: str, delay: float = 0.0, fail: bool = False, value: int | None
     return node
 
 
-def _toy(*, fail_b: bool = False, conflict: bool = False, finished: list[str] | None = None):
-    builder = StateGraph(Toy)
+def _toy(*, fail_b: bool = False, conflict: bool = False, finished: list[str] | None = None) -> Pipeline:
+    builder = Pipeline("toy", Toy)
     slow = _writer("c", delay=0.2)
 
     def c(state: Toy, runtime: Any) -> dict[str, Any]:
@@ -173,46 +226,57 @@ def _toy(*, fail_b: bool = False, conflict: bool = False, finished: list[str] | 
     )
     builder.add_edge("left", END)
     builder.add_edge("right", END)
-    return builder.compile()
+    return builder
 
 
 @pytest.mark.parametrize("mode", ["l", "r"])
 def test_toy_graph_steps_joins_and_routes_as_langgraph(mode):
-    graph = _toy()
-    expected = graph.invoke({"mode": mode})
-    assert runner.invoke(graph, {"mode": mode, "ignored": 1}, None) == expected
+    toy = _toy()
+    expected = toy.compile().invoke({"mode": mode})
+    assert runner.invoke(toy, {"mode": mode, "ignored": 1}, None) == expected
     assert expected["seen"] == ["start", "a", "b", "c", "join", "left" if mode == "l" else "right"]
 
 
 def test_toy_graph_conflicting_writes_are_refused_as_langgraph_refuses_them():
-    graph = _toy(conflict=True)
+    toy = _toy(conflict=True)
     with pytest.raises(InvalidUpdateError):
-        graph.invoke({"mode": "l"})
+        toy.compile().invoke({"mode": "l"})
     with pytest.raises(InvalidUpdateError):
-        runner.invoke(graph, {"mode": "l"}, None)
+        runner.invoke(toy, {"mode": "l"}, None)
+
+
+def test_a_route_to_a_node_it_did_not_declare_is_refused():
+    pipeline = Pipeline("lost", Toy)
+    pipeline.add_node("start", _writer("start"))
+    pipeline.add_node("left", _writer("left"))
+    pipeline.add_edge(START, "start")
+    pipeline.add_conditional_edges("start", lambda state: "elsewhere", ["left"])
+    with pytest.raises(ValueError, match="routed to 'elsewhere'"):
+        runner.invoke(pipeline, {"mode": "l"}, None)
 
 
 def test_a_failing_parallel_node_is_raised_after_the_others_finished():
     finished: list[str] = []
-    graph = _toy(fail_b=True, finished=finished)
+    toy = _toy(fail_b=True, finished=finished)
     with pytest.raises(RuntimeError, match="b failed"):
-        runner.invoke(graph, {"mode": "l"}, None)
+        runner.invoke(toy, {"mode": "l"}, None)
     assert finished == ["c"]  # the slow branch was not left running behind the error
     assert threading.active_count() < 50
 
 
-def test_a_plan_lives_exactly_as_long_as_its_graph():
+def test_a_plan_lives_exactly_as_long_as_its_pipeline():
     """Plans were once cached by id(graph): a graph freed left its plan to the next graph made at
     the same address, which then ran the other's nodes."""
     import gc
     import weakref
 
-    graph = _toy(finished=[])
-    plan = runner.plan_for(graph)
-    assert plan is not None and runner.plan_for(graph) is plan  # cached
+    gc.collect()  # pipelines of earlier tests, freed but not yet collected, leave the cache first
+    toy = _toy(finished=[])
+    plan = runner.plan_of(toy)
+    assert runner.plan_of(toy) is plan  # cached
     held = len(runner._plans)
-    gone = weakref.ref(graph)
-    del graph
+    gone = weakref.ref(toy)
+    del toy
     gc.collect()
-    assert gone() is None  # the cache does not keep a graph alive
-    assert len(runner._plans) == held - 1  # and keeps no plan a new graph could be handed
+    assert gone() is None  # the cache does not keep a pipeline alive
+    assert len(runner._plans) == held - 1  # and keeps no plan a new pipeline could be handed
