@@ -455,7 +455,7 @@ async def _http(url, queries, clients, calls, timeout, progress, out, worker_cpu
     async def throughput(n: int) -> dict:
         samples: list[float] = []
         per_client = max(1, calls // n)
-        cpu_before, started = worker_cpu(), time.perf_counter()
+        cpu_before, started, client_before = worker_cpu(), time.perf_counter(), time.process_time()
         async with anyio.create_task_group() as group:
             for c in range(n):
                 group.start_soon(recalls, cycle(c * per_client, per_client), samples)
@@ -464,8 +464,11 @@ async def _http(url, queries, clients, calls, timeout, progress, out, worker_cpu
             "clients": n,
             "calls": len(samples),
             "calls_per_s": len(samples) / wall,
-            # How the work was shared: each serving process's CPU seconds in this step.
+            "wall_s": round(wall, 2),
+            # How the work was shared: each serving process's CPU seconds in this step, and the
+            # clients' (this process): on a 2-core machine the clients take a share of the cores.
             "worker_cpu_s": [round(b - a, 2) for a, b in zip(cpu_before, worker_cpu(), strict=True)],
+            "client_cpu_s": round(time.process_time() - client_before, 2),
             **latency_summary(samples),
         }
 
