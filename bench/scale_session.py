@@ -431,6 +431,17 @@ def cpu_seconds(pids: list[int]) -> list[float]:
     return out
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine spent busy so far, all cores (/proc/stat: every state but
+    idle and iowait), to set the server's and the clients' CPU against what the cores gave."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0.0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def _children(pid: int) -> list[int]:
     with contextlib.suppress(OSError):
         return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
@@ -456,6 +467,7 @@ async def _http(url, queries, clients, calls, timeout, progress, out, worker_cpu
         samples: list[float] = []
         per_client = max(1, calls // n)
         cpu_before, started, client_before = worker_cpu(), time.perf_counter(), time.process_time()
+        machine_before = machine_busy_seconds()
         async with anyio.create_task_group() as group:
             for c in range(n):
                 group.start_soon(recalls, cycle(c * per_client, per_client), samples)
@@ -469,6 +481,7 @@ async def _http(url, queries, clients, calls, timeout, progress, out, worker_cpu
             # clients' (this process): on a 2-core machine the clients take a share of the cores.
             "worker_cpu_s": [round(b - a, 2) for a, b in zip(cpu_before, worker_cpu(), strict=True)],
             "client_cpu_s": round(time.process_time() - client_before, 2),
+            "machine_busy_cpu_s": round(machine_busy_seconds() - machine_before, 2),
             **latency_summary(samples),
         }
 
