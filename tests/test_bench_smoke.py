@@ -135,3 +135,51 @@ def test_leiden_slice(tmp_path):
     assert leiden_bench.main(["--sizes", "60", "--db-sizes", "60", "--results", str(results)]) == 0
     text = results.read_text()
     assert "## Leiden clustering" in text and "| 60 |" in text
+
+
+def test_latency_ab_raw_client_talks_to_a_real_server(tmp_path):
+    """``bench.latency_ab --client raw``: bare JSON-RPC lines to a real ``smriti-mcp``; a tool
+    error comes back as ``is_error``, a protocol error raises."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from bench.latency_ab import RawClient
+
+    env = {
+        **os.environ,
+        "STORAGE_LOCATION": str(tmp_path),
+        "ACCESSING_USER": "raw",
+        "EMBEDDING_PROVIDER": "hashing",
+        "EMBEDDING_DIMS": "64",
+        "LLM_PROVIDER": "heuristic",
+        "SMRITI_SHARED": "false",
+        "CONSOLIDATION_INTERVAL": "0",
+        "BACKUP_TYPE": "none",
+    }
+    with (tmp_path / "server.log").open("a") as errlog:
+        client = RawClient([sys.executable, "-m", "smriti.server"], env, Path.cwd(), errlog)
+        try:
+            client.start()
+
+            async def calls():
+                tools = await client.list_tools()
+                stored = await client.call_tool(
+                    "smriti_store", {"content": "Priya moved billing to Postgres."}
+                )
+                found = await client.call_tool("smriti_recall", {"query": "billing Postgres", "limit": 3})
+                empty = await client.call_tool("smriti_store", {"content": "   "})
+                return tools, stored, found, empty
+
+            import anyio
+
+            tools, stored, found, empty = anyio.run(calls)
+            assert {tool["name"] for tool in tools["tools"]} >= {"smriti_store", "smriti_recall"}
+            assert not stored.is_error and not found.is_error
+            assert "Postgres" in found.content[0]["text"]
+            assert empty.is_error  # bad input: a tool error, not a broken session
+            with pytest.raises(RuntimeError, match="no/such"):
+                client.request("no/such", {})
+        finally:
+            client.close()
+    assert client.process.returncode == 0
