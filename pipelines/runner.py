@@ -30,6 +30,7 @@ outputs and traces against LangGraph's on the real pipelines and on a toy one.
 from __future__ import annotations
 
 import contextvars
+import inspect
 import os
 import sys
 import threading
@@ -89,6 +90,9 @@ def _field(hint: Any) -> Field:
     reducer = hint.__metadata__[-1]
     if not callable(reducer):
         return Field(None, None)
+    parameters = inspect.signature(reducer).parameters.values()
+    if sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters) != 2:
+        raise ValueError(f"a state reducer takes (current, update): {reducer!r} does not")  # as LangGraph
     base = typing.get_args(hint)[0]
     kind = typing.get_origin(base) or base
     try:

@@ -280,3 +280,16 @@ def test_a_plan_lives_exactly_as_long_as_its_pipeline():
     gc.collect()
     assert gone() is None  # the cache does not keep a pipeline alive
     assert len(runner._plans) == held - 1  # and keeps no plan a new pipeline could be handed
+
+
+def test_a_state_key_whose_reducer_takes_other_arguments_is_refused_as_langgraph_refuses_it():
+    class Odd(TypedDict, total=False):
+        seen: Annotated[list[str], len]  # one argument: not a reducer
+
+    pipeline = Pipeline("odd", Odd)
+    pipeline.add_node("start", _writer("start"))
+    pipeline.add_edge(START, "start")
+    with pytest.raises(ValueError):
+        pipeline.compile()
+    with pytest.raises(ValueError, match="reducer takes"):
+        runner.invoke(pipeline, {}, None)
