@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger("smriti.server")
 
 
+# How long the relay lets the shared server's spawn go first before importing the MCP SDK.
+SPAWN_WAIT = 1.0
+
+
 async def _serve_stdio(server: MCPServer, closed: threading.Event) -> None:
     """Serve on stdio until stdin closes or SIGINT/SIGTERM arrives.
 
@@ -119,13 +123,14 @@ def serve(
         from smriti.server.shared.handshake import answer_handshake_early
 
         configure_logging(settings.log_level)
-        start_server_early(settings)  # while the relay imports the MCP SDK
+        spawned = start_server_early(settings)  # while the relay imports the MCP SDK
         try:
             # The client's handshake, answered from the last server's answers when known,
             # before the seconds of importing the MCP SDK and of the server's start.
             early = answer_handshake_early(settings)
         except KeyboardInterrupt:
             return None
+        spawned.wait(SPAWN_WAIT)  # the server's process first, then the SDK's import beside it
         from smriti.server.shared.relay import serve_relay  # one server per user, shared by every client
 
         return serve_relay(settings, early)

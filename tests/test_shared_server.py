@@ -460,3 +460,24 @@ def test_the_readme_block_and_the_examples_name_one_memory_for_every_client():
             places.add((server["env"]["ACCESSING_USER"], server["env"]["STORAGE_LOCATION"]))
             assert server["env"].get("SMRITI_SHARED", "true") != "false"
     assert len(places) == 1, places
+
+
+def test_the_early_start_signals_once_the_server_process_is_spawned(shared, monkeypatch):
+    """The relay waits for this signal before importing the MCP SDK (server/launch.py): it must
+    come once the server's process is spawned, before that server can answer, not once it
+    answers (that would hold the relay's import for the whole start)."""
+    from smriti.server.shared.client import start_server_early
+
+    one = shared()
+    values = offline_env(one.location, SMRITI_SHARED="true", SHARED_IDLE_TIMEOUT="60")
+    for name, value in values.items():  # the spawned server reads its settings from the environment
+        monkeypatch.setenv(name, value)
+    settings = Settings(**{k.lower(): v for k, v in values.items()})
+    spawned = start_server_early(settings)
+    assert spawned.wait(30), one.log()
+    assert server_status(one.paths) is None  # spawned, not yet serving: its imports take ~1 s
+    deadline = time.monotonic() + 60
+    while server_status(one.paths) is None:
+        assert time.monotonic() < deadline, one.log()
+        time.sleep(0.1)
+    assert one.status()["user"] == settings.accessing_user

@@ -190,8 +190,12 @@ def remove_stale(paths: SharedPaths) -> None:
 
 
 # ----------------------------------------------------------------------------- starting it
-def ensure_server(settings: Settings, timeout: float = START_TIMEOUT) -> SharedPaths:
+def ensure_server(
+    settings: Settings, timeout: float = START_TIMEOUT, spawned: threading.Event | None = None
+) -> SharedPaths:
     """The paths of the user's serving shared server, started (detached) if none runs.
+    ``spawned`` is set once a server process is running (started here or by another client),
+    before it answers.
 
     Raises:
         StoreError: it could not be started (the server's own message, e.g. a database locked
@@ -215,30 +219,39 @@ def ensure_server(settings: Settings, timeout: float = START_TIMEOUT) -> SharedP
             if started is None and not server_running(paths):
                 remove_stale(paths)
                 started = _spawn(paths)
+            if spawned is not None:
+                spawned.set()
             time.sleep(0.1)
     if started is not None and started.poll() is None:
         started.kill()
     raise StoreError(f"the shared Smriti server did not answer within {timeout:.0f} s (see {paths.log})")
 
 
-def start_server_early(settings: Settings) -> None:
-    """Start the user's shared server in a background thread, if none serves.
+def start_server_early(settings: Settings) -> threading.Event:
+    """Start the user's shared server in a background thread, if none serves; the event is set
+    once a server process runs (or the attempt ended).
 
     Called by a stdio ``smriti-mcp`` as it starts, before it imports the MCP SDK: the server's
-    start (imports, opening the store) overlaps the relay's instead of following it. A client
-    that starts the relay is about to talk to it; once attached, a relay still starts a stopped
-    server only for a message. A failure here is only logged: the relay's own
+    start (imports, opening the store) overlaps the relay's instead of following it. The relay
+    waits for the event (briefly) before that import: the checks before the spawn are Python,
+    and beside the SDK's import, which holds the GIL, they took ~0.4 s instead of ~0.1 s. A
+    client that starts the relay is about to talk to it; once attached, a relay still starts a
+    stopped server only for a message. A failure here is only logged: the relay's own
     :func:`ensure_server` at the first message (which waits for this start, by the start lock)
     reports it to the client.
     """
+    spawned = threading.Event()
 
     def start() -> None:
         try:
-            ensure_server(settings)
+            ensure_server(settings, spawned=spawned)
         except Exception as error:  # why: reported to the client by the relay's own attempt
             logger.debug("starting the shared server early failed: %s", error)
+        finally:
+            spawned.set()
 
     threading.Thread(target=start, name="smriti-start-server", daemon=True).start()
+    return spawned
 
 
 def settings_digest(settings: Settings) -> str:
