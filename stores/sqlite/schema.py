@@ -200,35 +200,38 @@ def engram_params(engram: Engram) -> tuple[Any, ...]:
     return tuple(values)
 
 
-def engram_from_row(row: Sequence[Any]) -> Engram:
-    """An Engram from a row in ENGRAM_COLUMNS order."""
-    fields = dict(zip(ENGRAM_COLUMNS, row, strict=True))
-    fields["created_at"] = from_db(fields["created_at"])
-    fields["last_accessed_at"] = from_db(fields["last_accessed_at"], fields["created_at"])
-    fields["embedding"] = from_blob(fields["embedding"])
-    return Engram(**fields)
-
-
-# Where engram_and_vector_from_row finds each Engram field (in the dataclass's order) in a row
-# of ENGRAM_COLUMNS, and the columns it converts.
+# Where each Engram field (in the dataclass's order) is in a row of ENGRAM_COLUMNS, and the
+# columns a row's conversion touches.
 _FIELD_ORDER = operator.itemgetter(*(ENGRAM_COLUMNS.index(f.name) for f in dataclasses.fields(Engram)))
 _CREATED, _ACCESSED, _EMBEDDING = (
     ENGRAM_COLUMNS.index(n) for n in ("created_at", "last_accessed_at", "embedding")
 )
 
 
-def engram_and_vector_from_row(row: Sequence[Any]) -> tuple[Engram, np.ndarray | None]:
-    """An Engram without its embedding list, and the embedding as a read-only float32 array
-    over the BLOB (recall's form: no 1,536 Python floats per engram).
+def _engram(row: Sequence[Any], embedding: list[float] | None) -> Engram:
+    """An Engram from a row in ENGRAM_COLUMNS order, with ``embedding`` in place of its BLOB.
 
-    Built by position: recall builds ~250 engrams per question, and the keyword dict of
-    engram_from_row cost 6.3 us a row against ~3.5 us."""
+    Built by position: recall builds ~250 engrams per question, and a keyword dict of the
+    columns cost 6.3 us a row against ~3.5 us."""
+    if len(row) != len(ENGRAM_COLUMNS):
+        raise ValueError(f"an engram row has {len(ENGRAM_COLUMNS)} columns, not {len(row)}")
     values = list(row)
-    blob = values[_EMBEDDING]
     created = values[_CREATED] = from_db(values[_CREATED])
     values[_ACCESSED] = from_db(values[_ACCESSED], created)
-    values[_EMBEDDING] = None
-    return Engram(*_FIELD_ORDER(values)), None if blob is None else np.frombuffer(blob, dtype="<f4")
+    values[_EMBEDDING] = embedding
+    return Engram(*_FIELD_ORDER(values))
+
+
+def engram_from_row(row: Sequence[Any]) -> Engram:
+    """An Engram from a row in ENGRAM_COLUMNS order."""
+    return _engram(row, from_blob(row[_EMBEDDING]))
+
+
+def engram_and_vector_from_row(row: Sequence[Any]) -> tuple[Engram, np.ndarray | None]:
+    """An Engram without its embedding list, and the embedding as a read-only float32 array
+    over the BLOB (recall's form: no 1,536 Python floats per engram)."""
+    blob = row[_EMBEDDING]
+    return _engram(row, None), None if blob is None else np.frombuffer(blob, dtype="<f4")
 
 
 def cue_from_row(row: Sequence[Any]) -> Cue:
