@@ -401,3 +401,37 @@ def test_the_limit_schema_is_what_the_server_accepts_and_errors_are_plain_words(
     )
     annotations = tools["smriti_manage"]["annotations"]
     assert annotations["destructiveHint"] is True and annotations["idempotentHint"] is False
+
+
+# ----------------------------------------------------------------------------- a server killed mid-burst
+def test_requests_in_flight_when_the_shared_server_dies_get_the_relays_answer(shared_setup):
+    """Stores written in one burst, the shared server killed -9 after the first answers: every
+    request gets exactly one answer, each store either acknowledged (and then kept) or refused
+    with the relay's words for a request the dead server may or may not have run, never the MCP
+    SDK's own "SSE stream ended without a response" (its error for an abandoned stream, which
+    the relay once passed on and then sent the client's next request into the dead session)."""
+    from smriti.server.shared.client import read_state
+
+    setup = shared_setup
+    setup.env["MEMORY_FABRIC_MAX_RESULTS"] = "100"  # one list shows every store
+    server = setup.start()
+    server.initialize()
+    ids = [f"s{n}" for n in range(40)]
+    server.write(
+        b"".join(rpc(*store_call(i, f"Deployment note {i}: service {i} runs on host h{i}.")) for i in ids)
+    )
+    server.collect(set(ids[:3]), timeout=60)
+    os.kill(read_state(setup.shared.paths)["pid"], 9)
+    replies = {r["id"]: r for r in server.collect(set(ids), timeout=120) if r.get("id") in ids}
+    assert Counter(r.get("id") for r in server.replies if r.get("id") in ids) == Counter(ids)
+    acknowledged = [i for i in ids if "result" in replies[i] and not replies[i]["result"]["isError"]]
+    refused = [replies[i]["error"]["message"] for i in ids if "error" in replies[i]]
+    assert len(acknowledged) + len(refused) == len(ids), replies
+    assert all("may or may not have been carried out" in text for text in refused), refused
+    stored = {replies[i]["result"]["structuredContent"]["id"] for i in acknowledged}
+    assert len(stored) >= 3  # the answers that came before the kill, at least
+    listing = server.request(
+        "all", "tools/call", {"name": "smriti_recall", "arguments": {"mode": "list", "limit": 100}}
+    )
+    assert stored <= {item["id"] for item in listing["result"]["structuredContent"]["results"]}
+    assert "Traceback" not in setup.stderr(server)

@@ -253,8 +253,16 @@ class Relay:
             if isinstance(item, Exception):
                 logger.warning("unreadable message from the shared server: %s", item)
                 continue
-            self.barren = 0
             message = item.message
+            if isinstance(message, JSONRPCError) and _abandoned(message) and message.id in self.pending:
+                # The MCP SDK's own answer to a request whose stream ended unanswered: the server
+                # is gone. Passed on, it told the client less than the relay knows, and the
+                # client's next request went into the dead session. The session is lost here:
+                # _session_lost answers the request in the relay's words (or sends it again
+                # when it never reached the server).
+                scope.cancel()
+                return
+            self.barren = 0  # the server answered: this session was alive
             if isinstance(message, JSONRPCResponse | JSONRPCError):
                 lost = self.transport is not None and message.id in self.transport.unknown_session
                 if lost and message.id in self.pending:  # never ran: send it again, in a new session
@@ -376,6 +384,13 @@ class Relay:
         for request in requests:
             error = ErrorData(code=CONNECTION_CLOSED, message=text)
             await self.stdout.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request.id, error=error)))
+
+
+def _abandoned(error: JSONRPCError) -> bool:
+    """An error the MCP SDK's client made up for a request whose stream ended without an answer
+    (``CONNECTION_CLOSED``: the server never sends that code; the relay's own go straight to
+    stdout)."""
+    return error.error.code == CONNECTION_CLOSED
 
 
 def _first_cause(error: BaseException) -> str:
