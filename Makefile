@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SERVER_STAMP := $(VENV)/.installed-server
 
-.PHONY: install run test lint typecheck format bench bench-scale clean check-python
+.PHONY: install run test lint typecheck pyright format bench bench-scale clean check-python
 
 # A .venv made by another Python (a 3.11 or 3.13 on PATH once) fails later in confusing ways:
 # say so before anything is installed into it.
@@ -64,19 +64,22 @@ $(REFERENCE_STAMP):
 test: $(STAMP) $(ADAPTERS_STAMP) $(REFERENCE_STAMP)
 	$(PY) -m pytest -n 4
 
-lint: $(STAMP) typecheck
+lint: $(STAMP) typecheck pyright
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# mypy cannot follow setuptools' mapping of the root to `smriti`: give it a folder whose
-# `smriti` entry links to the root, and name the library's modules and packages (not tests,
-# bench, notebooks or examples, which are not part of the installed package).
-TYPECHECK_PATH := $(VENV)/typecheck
-TOP_MODULES := $(filter-out __init__,$(basename $(wildcard *.py)))
-MYPY_TARGETS := -m smriti $(addprefix -m smriti.,$(TOP_MODULES)) $(addprefix -p smriti.,pipelines nodes stores providers server cli integrations)
+# pyright, the engine of VS Code's Python support, from npm into .tools/ (gitignored): it checks
+# what an editor sees, that every import resolves ([tool.pyright] in pyproject.toml).
+PYRIGHT := .tools/node_modules/.bin/pyright
+$(PYRIGHT):
+	npm install --no-save --no-audit --no-fund --prefix .tools pyright@1.1.414
+pyright: $(STAMP) $(PYRIGHT)
+	$(PYRIGHT)
+
+# The library is the package folder src/smriti/ (tests, bench, notebooks and examples are not part
+# of the installed package).
 typecheck: $(STAMP)
-	@mkdir -p $(TYPECHECK_PATH) && ln -sfn $(CURDIR) $(TYPECHECK_PATH)/smriti
-	MYPYPATH=$(TYPECHECK_PATH) $(VENV)/bin/mypy $(MYPY_TARGETS)
+	$(VENV)/bin/mypy -p smriti
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .

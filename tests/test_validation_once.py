@@ -26,7 +26,7 @@ from smriti.memory import Memory
 from smriti.server import app as server_app
 from smriti.server.app import build_server
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1] / "src" / "smriti"
 STORE_RULES = ("check_content", "check_importance", "check_occurred_at", "normalise_tags", "check_text")
 RECALL_RULES = ("check_text", "check_mode", "check_limit", "check_memory_type")
 RULES = tuple(dict.fromkeys(STORE_RULES + RECALL_RULES))

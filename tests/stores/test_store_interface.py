@@ -14,7 +14,7 @@ from smriti.stores.operations import Forward, forwarded, handed
 from smriti.stores.sqlite.store import SqliteStore
 
 BACKENDS = [SqliteStore, KuzuStore, CypherGraphStore]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[2] / "src" / "smriti"
 
 
 def _protocol_methods() -> set[str]:

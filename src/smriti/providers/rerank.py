@@ -93,7 +93,7 @@ class CrossEncoderReranker:
 
     def __init__(self, model: str) -> None:
         try:
-            from sentence_transformers import CrossEncoder
+            from sentence_transformers import CrossEncoder  # pyright: ignore[reportMissingImports]  ([local], not in [all])
         except ImportError:
             raise ProviderError(
                 "RERANKER=cross-encoder needs sentence-transformers: pip install 'smriti-graph[local]' "

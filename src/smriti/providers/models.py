@@ -212,7 +212,7 @@ def _minilm_embedder() -> Embeddings:
 def _local_embedder(settings: Settings) -> Embeddings:
     """sentence-transformers from the local cache (HF_HUB_OFFLINE semantics: no download)."""
     try:
-        from langchain_huggingface import HuggingFaceEmbeddings
+        from langchain_huggingface import HuggingFaceEmbeddings  # pyright: ignore[reportMissingImports]  ([local], not in [all])
     except ImportError:
         raise ProviderError(
             "EMBEDDING_PROVIDER=local needs sentence-transformers: pip install 'smriti-graph[local]'"
