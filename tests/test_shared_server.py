@@ -462,22 +462,58 @@ def test_the_readme_block_and_the_examples_name_one_memory_for_every_client():
     assert len(places) == 1, places
 
 
-def test_the_early_start_signals_once_the_server_process_is_spawned(shared, monkeypatch):
-    """The relay waits for this signal before importing the MCP SDK (server/launch.py): it must
-    come once the server's process is spawned, before that server can answer, not once it
-    answers (that would hold the relay's import for the whole start)."""
-    from smriti.server.shared.client import start_server_early
+def test_a_relay_starts_the_shared_server_before_its_client_writes_anything(shared, tmp_path):
+    """The server's start (seconds) overlaps the client's own start and handshake: a relay whose
+    client has sent nothing yet has started it, and exits at once when stdin closes."""
+    from tests.raw_stdio import RawServer
 
     one = shared()
-    values = offline_env(one.location, SMRITI_SHARED="true", SHARED_IDLE_TIMEOUT="60")
-    for name, value in values.items():  # the spawned server reads its settings from the environment
+    relay = RawServer(one.env, tmp_path / "relay.log")
+    try:
+        deadline = time.monotonic() + 60
+        while server_status(one.paths) is None:
+            assert time.monotonic() < deadline, one.log()
+            time.sleep(0.1)
+        assert one.status()["sessions"] == 1  # and connected to it, ready for the first line
+        relay.close_stdin()
+        assert relay.process.wait(10) == 0
+    finally:
+        relay.stop()
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"SMRITI_SHARED": "TRUE", "ACCESSING_USER": "bob", "STORAGE_LOCATION": "~/elsewhere"},
+        {"shared": "yes", "LOG_LEVEL": "debug"},
+        {"SMRITI_SHARED": "off"},
+        {"SMRITI_SHARED": "maybe"},
+    ],
+)
+def test_the_relay_reads_the_environment_as_the_settings_do(env, monkeypatch):
+    """The relay reads where the user's server is without the settings (no pydantic): the same
+    user, folder and on/off as Settings, and no relay where Settings would refuse the value."""
+    from smriti.errors import SettingsError
+    from smriti.server.shared.client import Attachment
+
+    for name in ("SMRITI_SHARED", "SHARED", "ACCESSING_USER", "STORAGE_LOCATION", "LOG_LEVEL"):
+        monkeypatch.delenv(name, raising=False)
+    attachment = Attachment.from_environment(env)
+    for name, value in env.items():
         monkeypatch.setenv(name, value)
-    settings = Settings(**{k.lower(): v for k, v in values.items()})
-    spawned = start_server_early(settings)
-    assert spawned.wait(30), one.log()
-    assert server_status(one.paths) is None  # spawned, not yet serving: its imports take ~1 s
-    deadline = time.monotonic() + 60
-    while server_status(one.paths) is None:
-        assert time.monotonic() < deadline, one.log()
-        time.sleep(0.1)
-    assert one.status()["user"] == settings.accessing_user
+    try:
+        settings = Settings()
+    except Exception as error:
+        assert isinstance(error, SettingsError) or "validation" in str(error)
+        assert attachment is None
+        return
+    if not settings.shared:
+        assert attachment is None
+        return
+    assert attachment is not None
+    assert (attachment.accessing_user, attachment.storage_location) == (
+        settings.accessing_user,
+        settings.storage_location,
+    )
+    assert attachment.log_level == settings.log_level

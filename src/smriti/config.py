@@ -8,20 +8,16 @@ DESIGN.md are added. Nothing reads the environment at import time: call
 
 from __future__ import annotations
 
-import getpass
 import math
-import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from smriti.errors import SettingsError, UnsafeUserError
-
-# A user name becomes a folder, a database or a graph name: keep it to a conservative
-# alphabet so it can never escape its folder or name somebody else's graph.
-_USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# The user-name rule and the default user live in errors.py (stdlib only): the stdio relay
+# needs them without importing pydantic. Re-exported here, where callers look for them.
+from smriti.errors import SettingsError, default_user, validate_user_name
 
 # What the SQLite store's HNSW graph keeps of each vector. i8, because its candidates are
 # re-scored from the exact embeddings anyway, and measured against f32 it lost nothing and cost
@@ -29,36 +25,6 @@ _USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # 2.7 against 4.1 ms, 262 against 702 MB served; 14k MiniLM vectors 0.9987 against 0.9983
 # (bench/RESULTS.md, "1M memories" and "Stop 31").
 DEFAULT_VECTOR_INDEX_DTYPE: Literal["f32", "f16", "i8"] = "i8"
-
-
-def validate_user_name(user: str) -> str:
-    """Return ``user`` if it is safe as a folder, database and graph name.
-
-    Refuses empty names, absolute paths, path separators, ``..`` and anything outside
-    ``[A-Za-z0-9._-]`` (at most 64 characters, first character alphanumeric).
-
-    Raises:
-        UnsafeUserError: naming the problem.
-    """
-    if not user or not user.strip():
-        raise UnsafeUserError("user name is empty (set ACCESSING_USER)")
-    if "/" in user or "\\" in user or user.startswith("~"):
-        raise UnsafeUserError(f"user name {user!r} contains a path separator")
-    if ".." in user:
-        raise UnsafeUserError(f"user name {user!r} contains '..'")
-    if not _USER_NAME.fullmatch(user):  # why fullmatch: "$" also matches before a final newline
-        raise UnsafeUserError(
-            f"user name {user!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
-        )
-    return user
-
-
-def _default_user() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:  # no passwd entry (some containers): still start, as a named default
-        return "default"
 
 
 class Settings(BaseSettings):
@@ -73,7 +39,7 @@ class Settings(BaseSettings):
     )
 
     # --- core ---------------------------------------------------------------------------
-    accessing_user: str = Field(default_factory=_default_user, description="User whose memory is opened")
+    accessing_user: str = Field(default_factory=default_user, description="User whose memory is opened")
     storage_location: Path = Field(default=Path("~/.smriti"), description="Root folder of embedded stores")
     db_type: Literal["auto", "sqlite", "kuzu", "ladybug", "neo4j", "falkordb"] = Field(
         default="auto",
@@ -500,4 +466,25 @@ def load_settings(**overrides: object) -> Settings:
         raise SettingsError(format_validation_error(error)) from None
 
 
-__all__ = ["Settings", "SettingsError", "load_settings"]
+def setting_env_names() -> list[str]:
+    """The environment variables (lower case) that change what a server does: every setting's
+    name and aliases but those that only say how a client attaches (SMRITI_SHARED, LOG_LEVEL).
+
+    The shared server publishes them so a stdio relay, which reads no settings (it must not
+    import pydantic), can digest its own environment the same way
+    (:func:`smriti.server.shared.client.environment_digest`).
+    """
+    names: set[str] = set()
+    for name, field in Settings.model_fields.items():
+        if name in ("shared", "log_level"):
+            continue
+        names.add(name)
+        alias = field.validation_alias
+        if isinstance(alias, AliasChoices):
+            names.update(str(choice).lower() for choice in alias.choices)
+        elif isinstance(alias, str):
+            names.add(alias.lower())
+    return sorted(names)
+
+
+__all__ = ["Settings", "SettingsError", "load_settings", "setting_env_names", "validate_user_name"]

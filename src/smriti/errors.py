@@ -17,6 +17,9 @@ them, so existing imports keep working.
 
 from __future__ import annotations
 
+import getpass
+import re
+
 
 class SmritiError(Exception):
     """Root of every error Smriti raises on purpose."""
@@ -124,3 +127,42 @@ def first_smriti_error(error: BaseException) -> SmritiError | None:
             if found is not None:
                 return found
     return None
+
+
+# ----------------------------------------------------------------------------- user names
+# Here rather than in config: the stdio relay (server/shared/relay.py) resolves the user's
+# folder without importing pydantic, and these are the only rules it needs.
+
+# A user name becomes a folder, a database or a graph name: keep it to a conservative
+# alphabet so it can never escape its folder or name somebody else's graph.
+_USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def validate_user_name(user: str) -> str:
+    """Return ``user`` if it is safe as a folder, database and graph name.
+
+    Refuses empty names, absolute paths, path separators, ``..`` and anything outside
+    ``[A-Za-z0-9._-]`` (at most 64 characters, first character alphanumeric).
+
+    Raises:
+        UnsafeUserError: naming the problem.
+    """
+    if not user or not user.strip():
+        raise UnsafeUserError("user name is empty (set ACCESSING_USER)")
+    if "/" in user or "\\" in user or user.startswith("~"):
+        raise UnsafeUserError(f"user name {user!r} contains a path separator")
+    if ".." in user:
+        raise UnsafeUserError(f"user name {user!r} contains '..'")
+    if not _USER_NAME.fullmatch(user):  # why fullmatch: "$" also matches before a final newline
+        raise UnsafeUserError(
+            f"user name {user!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return user
+
+
+def default_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry (some containers): still start, as a named default
+        return "default"

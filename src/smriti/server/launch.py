@@ -2,7 +2,8 @@
 
 ``main()`` is the console script (``python -m smriti.server`` runs it too). On stdio it relays
 to the user's shared server (:mod:`smriti.server.shared.relay`, started on demand by
-:mod:`smriti.server.shared.client`) unless ``SMRITI_SHARED=false``; ``--shared-daemon`` runs that
+:mod:`smriti.server.shared.client`) unless ``SMRITI_SHARED=false``: that path reads no settings
+and imports nothing heavy (the relay must answer in milliseconds); ``--shared-daemon`` runs that
 shared server (:mod:`smriti.server.shared.daemon`). Otherwise :func:`serve` runs the app that
 :func:`smriti.server.app.build_server` builds, on stdio or streamable HTTP.
 """
@@ -18,26 +19,21 @@ import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from smriti import __version__
-from smriti.config import Settings, load_settings
 from smriti.errors import SettingsError, SmritiError
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
+    from smriti.config import Settings
     from smriti.server.auth import HttpAuth
 
-# The server's own modules (the MCP SDK's server, the app, what they import) are imported where
-# they are used: the stdio relay, what MCP clients start, needs none of them, and a cold client
-# waits for the relay's imports (and the shared server's start) before `initialize` is answered.
+# The settings (pydantic), the MCP SDK's server and the app are imported where they are used:
+# the stdio relay, what MCP clients start (one per tool call for some), needs none of them.
 
 logger = logging.getLogger("smriti.server")
-
-
-# How long the relay lets the shared server's spawn go first before importing the MCP SDK.
-SPAWN_WAIT = 1.0
 
 
 async def _serve_stdio(server: MCPServer, closed: threading.Event) -> None:
@@ -118,22 +114,9 @@ def serve(
         are not raised: they are printed as one line on stderr and the process exits 1.
     """
     if transport == "stdio" and settings.shared and hasattr(socket, "AF_UNIX"):
-        from smriti.server.logs import configure_logging
-        from smriti.server.shared.client import start_server_early
-        from smriti.server.shared.handshake import answer_handshake_early
+        from smriti.server.shared.client import Attachment
 
-        configure_logging(settings.log_level)
-        spawned = start_server_early(settings)  # while the relay imports the MCP SDK
-        try:
-            # The client's handshake, answered from the last server's answers when known,
-            # before the seconds of importing the MCP SDK and of the server's start.
-            early = answer_handshake_early(settings)
-        except KeyboardInterrupt:
-            return None
-        spawned.wait(SPAWN_WAIT)  # the server's process first, then the SDK's import beside it
-        from smriti.server.shared.relay import serve_relay  # one server per user, shared by every client
-
-        return serve_relay(settings, early)
+        return _relay(Attachment.of(settings))
     if transport == "streamable-http" and workers > 1:
         from smriti.server.workers import serve_workers
 
@@ -212,13 +195,35 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _relay(attachment: Any) -> None:
+    """Relay stdio to the user's shared server (one server per user, shared by every client)."""
+    from smriti.server.logs import configure_logging
+    from smriti.server.shared.relay import serve_relay
+
+    configure_logging(attachment.log_level)
+    serve_relay(attachment)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of ``smriti-mcp``: settings errors exit 2 with one message, no traceback."""
+    """Entry point of ``smriti-mcp``: settings errors exit 2 with one message, no traceback.
+
+    On stdio in shared mode (the default) no settings are read here: the relay reads where the
+    user's server is from the environment and the server validates the settings when it starts
+    (a refused setting is its start-up error, which the relay answers requests with).
+    """
     args = _parse_args(argv)
     if args.shared_daemon:
         from smriti.server.shared.daemon import main as run_shared
 
         return run_shared()
+    if args.transport == "stdio" and args.workers in (None, 1):
+        from smriti.server.shared.client import Attachment
+
+        attachment = Attachment.from_environment()
+        if attachment is not None:
+            return _relay(attachment)
+    from smriti.config import load_settings
+
     try:
         settings = load_settings()
         workers = worker_count(settings, args.transport, args.workers)

@@ -14,6 +14,11 @@ module reads stdin itself (the SDK still writes stdout) and reads each line as f
   request's ``id`` when the line is an object with a ``method`` and a usable id (a string or
   an integer), else with ``"id": null``;
 - a blank line carries nothing and is skipped.
+
+The shared server reads its lines socket the same way (:func:`answering_lines` over
+:func:`socket_lines`, :mod:`smriti.server.shared.lines`), so :func:`read_message` is the one place
+that decides what a line is and how an unreadable one is answered, for stdio clients served
+in-process and for those a relay passes on.
 """
 
 from __future__ import annotations
@@ -146,50 +151,72 @@ async def _claimed_stdin() -> AsyncIterator[anyio.AsyncFile[bytes]]:
         os.dup2(private, 0)
 
 
-async def _after(head: bytes, lines: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
-    """The lines of ``head`` (read from stdin before the transport began), then the file's;
-    an unfinished last line of ``head`` is the start of the file's first."""
-    *complete, partial = head.split(b"\n")
-    for line in complete:
-        yield line + b"\n"
-    async for raw in lines:
-        yield partial + raw
-        partial = b""
+class SocketText:
+    """What the SDK's stdio writer writes to (``write``/``flush``), sent on a socket stream.
+
+    A peer gone mid-write (a relay killed) is not an error of the session: its reader ends it.
+    """
+
+    def __init__(self, stream: anyio.abc.ByteSendStream) -> None:
+        self.stream = stream
+        self.gone = False
+
+    async def write(self, text: str) -> None:
+        if self.gone:
+            return
+        try:
+            await self.stream.send(text.encode("utf-8"))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            self.gone = True
+
+    async def flush(self) -> None:
+        return None
+
+
+async def socket_lines(stream: anyio.abc.ByteReceiveStream) -> AsyncIterator[bytes]:
+    """The newline-terminated lines received on ``stream`` (an unfinished last one too)."""
+    partial: list[bytes] = []
+    while True:
+        try:
+            chunk = await stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            break
+        *complete, rest = chunk.split(b"\n")
+        for piece in complete:
+            yield b"".join([*partial, piece, b"\n"])
+            partial = []
+        if rest:
+            partial.append(rest)
     if partial:
-        yield partial
+        yield b"".join(partial)
 
 
 @asynccontextmanager
-async def answering_stdio(
-    head: bytes = b"",
+async def answering_lines(
+    lines: AsyncIterable[bytes], stdout: Any = None
 ) -> AsyncIterator[
     tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 ]:
-    """Messages read from stdin and a stream to stdout; unreadable lines are answered here.
+    """Messages read from ``lines`` and a stream to ``stdout`` (the process's own when None, else
+    an object with async ``write(str)`` and ``flush()``); unreadable lines are answered here.
 
-    ``head``: bytes already read from stdin (the relay reads the first line before it imports
-    the SDK: :mod:`smriti.server.shared.handshake`), handled before what stdin still holds.
-
-    When stdin ends, the stream of messages ends once every request passed on has been
+    When the lines end, the stream of messages ends once every request passed on has been
     answered, or after ``ANSWER_GRACE`` seconds: ``printf '...' | smriti-mcp`` gets its answers,
-    and a client that went away does not keep the process. Leaving the context writes what
+    and a client that went away does not keep the session. Leaving the context writes what
     was sent and closes stdout's stream, so the SDK's writer ends with it.
     """
-    async with (
-        _claimed_stdin() as lines,
-        stdio_server(stdin=cast("anyio.AsyncFile[str]", _NoLines())) as (_, outgoing),
-    ):
+    async with stdio_server(stdin=cast("anyio.AsyncFile[str]", _NoLines()), stdout=stdout) as (_, outgoing):
         readable_send, readable = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         answers, answers_out = anyio.create_memory_object_stream[SessionMessage](0)
         in_flight: set[Any] = set()  # ids of the requests passed on and not answered yet
 
         async def read_lines() -> None:
             async with readable_send:
-                async for raw in _after(head, lines):
+                async for raw in lines:
                     try:
                         message = read_message(raw)
                     except _Unreadable as problem:
-                        logger.warning("unreadable message on stdin: %s", problem)
+                        logger.warning("unreadable message: %s", problem)
                         await answers.send(SessionMessage(problem.reply))
                         continue
                     if message is None:
@@ -224,6 +251,20 @@ async def answering_stdio(
                 answers.close()  # the writer writes what was sent, then stops
                 tasks.cancel_scope.deadline = anyio.current_time() + 1.0  # unless stdout is stuck
         await outgoing.aclose()
+
+
+@asynccontextmanager
+async def answering_stdio() -> AsyncIterator[
+    tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
+]:
+    """:func:`answering_lines` on the process's stdin and stdout."""
+    async with _claimed_stdin() as lines, answering_lines(_file_lines(lines)) as streams:
+        yield streams
+
+
+async def _file_lines(lines: anyio.AsyncFile[bytes]) -> AsyncIterator[bytes]:
+    async for raw in lines:
+        yield raw
 
 
 async def run_stdio(server: MCPServer) -> None:

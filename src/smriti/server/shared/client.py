@@ -4,23 +4,31 @@ Every stdio ``smriti-mcp`` of one OS user and one ``STORAGE_LOCATION/{user}`` ta
 server process, which alone opens the embedded database (see :mod:`smriti.server.shared.daemon`).
 The files that coordinate them live in the user's storage folder:
 
-* ``smriti.sock``: the server's unix socket (0600: only this OS user can connect);
+* ``smriti.sock``: the server's unix socket (0600: only this OS user can connect), serving MCP's
+  streamable HTTP (the CLI) and ``/status``;
+* ``smriti-lines.sock``: the same server's JSON-RPC lines socket (0600), one MCP connection per
+  socket connection, newline-delimited as on stdio: what the stdio relay passes its client's
+  lines to unchanged (:mod:`smriti.server.shared.relay`);
 * ``smriti-server.lock``: held (``flock``) by the running server for its whole life, so a
   crashed server's lock is free again at once and "socket there, nobody holds the lock" means
   stale;
 * ``smriti-start.lock``: held by a client while it starts a server, so two clients starting at
   the same moment start one;
 * ``smriti-server.json`` (pid, start time) and ``smriti-server.log`` (the server's stderr);
-* ``smriti-initialize.json``: the server's answers to ``initialize``, which a relay gives a
-  client before the server (or the MCP SDK) is ready (:mod:`smriti.server.shared.handshake`).
+* ``smriti-answers.json``: the server's answers to ``initialize`` and ``tools/list``, which a
+  relay gives a client before the server is ready (:mod:`smriti.server.shared.kept`).
 
 A socket path longer than a unix socket address allows (about 100 bytes) is replaced by one in
 a private folder of the temporary directory, named after the storage folder.
+
+This module imports only the standard library (and :mod:`smriti.errors`): the stdio relay,
+whose start a client waits for, uses it; the CLI's ``http_client`` imports httpx2 when called.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -28,30 +36,91 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-import filelock
-
-from smriti.config import validate_user_name
-from smriti.errors import StoreError, UserError
-
-if TYPE_CHECKING:
-    from smriti.config import Settings
+from smriti.errors import StoreError, UserError, default_user, validate_user_name
 
 logger = logging.getLogger("smriti.shared")
 
 SOCKET_NAME = "smriti.sock"
+LINES_SOCKET_NAME = "smriti-lines.sock"
 BASE_URL = "http://localhost"  # the Host header the server admits; the socket decides where it goes
 MCP_URL = f"{BASE_URL}/mcp"
 START_TIMEOUT = 90.0  # a first start imports the pipelines and opens (maybe repairs) the database
 _MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
 _LOG_ROTATE_BYTES = 5 * 1024 * 1024
+
+
+class UserPlace(Protocol):
+    """Whose shared server, and where: :class:`~smriti.config.Settings` or :class:`Attachment`."""
+
+    @property
+    def accessing_user(self) -> str: ...
+
+    @property
+    def storage_location(self) -> Path: ...
+
+
+_TRUE = frozenset(("1", "on", "t", "true", "y", "yes"))  # what pydantic reads as a bool
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """What a stdio relay reads from the environment: whose server, where, and how to log.
+
+    Read without :class:`~smriti.config.Settings` (pydantic alone costs a cold relay ~0.4 s);
+    the shared server validates every setting when it starts and reports what it refuses.
+    """
+
+    accessing_user: str
+    storage_location: Path
+    log_level: str
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Attachment | None:
+        """The relay's attachment, or None when stdio must be served in-process: SMRITI_SHARED
+        (or SHARED) is off, or not a boolean (the full settings then say so), or no unix sockets.
+        """
+        env = _lowered(os.environ if environ is None else environ)
+        shared = env.get("smriti_shared", env.get("shared", "true")).strip().lower()
+        if shared not in _TRUE or not hasattr(socket, "AF_UNIX"):  # off, or not a boolean
+            return None
+        level = env.get("log_level", "INFO")
+        if level not in _LOG_LEVELS:  # refused by the settings: let them say so
+            return None
+        return cls(
+            accessing_user=env.get("accessing_user") or default_user(),
+            storage_location=Path(env.get("storage_location") or "~/.smriti").expanduser(),
+            log_level=level,
+        )
+
+    @classmethod
+    def of(cls, settings: Any) -> Attachment:
+        """The attachment of validated :class:`~smriti.config.Settings`."""
+        return cls(settings.accessing_user, settings.storage_location, settings.log_level)
+
+
+def _lowered(environ: Mapping[str, str]) -> dict[str, str]:
+    # Settings reads the environment case-insensitively (and a later name wins, as there).
+    return {key.lower(): value for key, value in environ.items()}
+
+
+def environment_digest(names: list[str], environ: Mapping[str, str] | None = None) -> str:
+    """A digest of the settings that change what a server does (``names``: see
+    :func:`smriti.config.setting_env_names`), read raw from ``environ``.
+
+    Raw, not validated: the relay never imports the settings. The shared server inherits the
+    environment of the relay that started it, so the two digests agree when the settings do.
+    """
+    env = _lowered(os.environ if environ is None else environ)
+    values = {name: env.get(name) for name in sorted(set(names))}
+    return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -60,32 +129,35 @@ class SharedPaths:
 
     folder: Path
     socket: Path
+    lines: Path
     server_lock: Path
     start_lock: Path
     state: Path
     log: Path
-    handshake: Path
+    answers: Path
 
 
-def shared_paths(settings: Settings) -> SharedPaths:
+def shared_paths(settings: UserPlace) -> SharedPaths:
     """The shared server's files for ``settings``' user (the user name is validated first).
 
     Raises:
         UnsafeUserError: the user name cannot be a folder name.
     """
     folder = settings.storage_location / validate_user_name(settings.accessing_user)
-    sock = folder / SOCKET_NAME
-    if len(os.fsencode(sock)) > _MAX_SOCKET_PATH:
+    sock, lines = folder / SOCKET_NAME, folder / LINES_SOCKET_NAME
+    if len(os.fsencode(lines)) > _MAX_SOCKET_PATH:
         digest = hashlib.sha256(os.fsencode(folder.resolve())).hexdigest()[:20]
-        sock = Path(tempfile.gettempdir()) / f"smriti-{os.getuid()}" / f"{digest}.sock"
+        private = Path(os.environ.get("TMPDIR") or "/tmp") / f"smriti-{os.getuid()}"
+        sock, lines = private / f"{digest}.sock", private / f"{digest}.lines.sock"
     return SharedPaths(
         folder=folder,
         socket=sock,
+        lines=lines,
         server_lock=folder / "smriti-server.lock",
         start_lock=folder / "smriti-start.lock",
         state=folder / "smriti-server.json",
         log=folder / "smriti-server.log",
-        handshake=folder / "smriti-initialize.json",
+        answers=folder / "smriti-answers.json",
     )
 
 
@@ -100,32 +172,41 @@ def prepare_folders(paths: SharedPaths) -> None:
 
 
 # ----------------------------------------------------------------------------- locks
+# flock on the lock files, as smriti.stores.paths.process_lock (filelock) takes them in the
+# server: the same kernel lock, taken here with the standard library only (see the docstring).
+def _try_flock(path: Path) -> int | None:
+    """An fd holding an exclusive flock on ``path``, or None when another holder has it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def server_running(paths: SharedPaths) -> bool:
     """True while a shared server process holds its lock (alive, maybe still starting)."""
     if not paths.server_lock.exists():
         return False
-    from smriti.stores.paths import process_lock, try_lock  # here: the relay's start skips numpy
-
-    lock = process_lock(paths.server_lock)
-    try:
-        return not try_lock(lock)
-    finally:
-        lock.release()
+    fd = _try_flock(paths.server_lock)
+    if fd is None:
+        return True
+    os.close(fd)  # closing releases the flock
+    return False
 
 
 @contextlib.contextmanager
 def _start_lock(paths: SharedPaths, timeout: float) -> Iterator[None]:
-    from smriti.stores.paths import process_lock
-
-    lock = process_lock(paths.start_lock)
-    try:
-        lock.acquire(timeout=timeout, poll_interval=0.05)
-    except filelock.Timeout:
-        raise StoreError(f"another client has been starting the shared server for {timeout:.0f} s") from None
+    deadline = time.monotonic() + timeout
+    while (fd := _try_flock(paths.start_lock)) is None:
+        if time.monotonic() > deadline:
+            raise StoreError(f"another client has been starting the shared server for {timeout:.0f} s")
+        time.sleep(0.05)
     try:
         yield
     finally:
-        lock.release()
+        os.close(fd)
 
 
 # ----------------------------------------------------------------------------- talking to it
@@ -159,21 +240,34 @@ def http_client(paths: SharedPaths, timeout: float | None = 5.0) -> Any:
 
 
 def server_status(paths: SharedPaths, timeout: float = 2.0) -> dict[str, Any] | None:
-    """The running server's ``/status``, or None when nothing answers on the socket."""
+    """The running server's ``/status``, or None when nothing answers on the socket.
+
+    One HTTP/1.0 exchange written by hand: http.client or httpx2 would cost the relay's start
+    more than the exchange itself.
+    """
     if not paths.socket.exists():
         return None
     try:
-        with http_client(paths, timeout) as client:
-            response = client.get("/status")
-    except Exception:  # refused, reset, timed out: not (yet) serving
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect(str(paths.socket))
+            sock.sendall(b"GET /status HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            chunks = []
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+    except OSError:  # refused, reset, timed out: not (yet) serving
         return None
-    if response.status_code != 200:
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    if head.split(b" ", 2)[1:2] != [b"200"]:
         return None
-    status: dict[str, Any] = response.json()
-    return status
+    try:
+        status = json.loads(body)
+    except ValueError:
+        return None
+    return status if isinstance(status, dict) else None
 
 
-def serving(settings: Settings) -> SharedPaths | None:
+def serving(settings: Any) -> SharedPaths | None:
     """The shared server's paths when one is serving ``settings``' user, else None."""
     if not settings.shared or not hasattr(socket, "AF_UNIX"):
         return None
@@ -182,20 +276,16 @@ def serving(settings: Settings) -> SharedPaths | None:
 
 
 def remove_stale(paths: SharedPaths) -> None:
-    """Delete a dead server's socket and state (call only while its lock is free)."""
-    for path in (paths.socket, paths.state):
+    """Delete a dead server's sockets and state (call only while its lock is free)."""
+    for path in (paths.socket, paths.lines, paths.state):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
             logger.info("removed %s", path)
 
 
 # ----------------------------------------------------------------------------- starting it
-def ensure_server(
-    settings: Settings, timeout: float = START_TIMEOUT, spawned: threading.Event | None = None
-) -> SharedPaths:
+def ensure_server(settings: UserPlace, timeout: float = START_TIMEOUT) -> SharedPaths:
     """The paths of the user's serving shared server, started (detached) if none runs.
-    ``spawned`` is set once a server process is running (started here or by another client),
-    before it answers.
 
     Raises:
         StoreError: it could not be started (the server's own message, e.g. a database locked
@@ -203,7 +293,7 @@ def ensure_server(
     """
     paths = shared_paths(settings)
     if (status := server_status(paths)) is not None:
-        _warn_if_other_settings(status, settings)
+        _warn_if_other_settings(status)
         return paths
     prepare_folders(paths)
     with _start_lock(paths, timeout):
@@ -219,51 +309,17 @@ def ensure_server(
             if started is None and not server_running(paths):
                 remove_stale(paths)
                 started = _spawn(paths)
-            if spawned is not None:
-                spawned.set()
-            time.sleep(0.1)
+            time.sleep(0.05)
     if started is not None and started.poll() is None:
         started.kill()
     raise StoreError(f"the shared Smriti server did not answer within {timeout:.0f} s (see {paths.log})")
 
 
-def start_server_early(settings: Settings) -> threading.Event:
-    """Start the user's shared server in a background thread, if none serves; the event is set
-    once a server process runs (or the attempt ended).
-
-    Called by a stdio ``smriti-mcp`` as it starts, before it imports the MCP SDK: the server's
-    start (imports, opening the store) overlaps the relay's instead of following it. The relay
-    waits for the event (briefly) before that import: the checks before the spawn are Python,
-    and beside the SDK's import, which holds the GIL, they took ~0.4 s instead of ~0.1 s. A
-    client that starts the relay is about to talk to it; once attached, a relay still starts a
-    stopped server only for a message. A failure here is only logged: the relay's own
-    :func:`ensure_server` at the first message (which waits for this start, by the start lock)
-    reports it to the client.
-    """
-    spawned = threading.Event()
-
-    def start() -> None:
-        try:
-            ensure_server(settings, spawned=spawned)
-        except Exception as error:  # why: reported to the client by the relay's own attempt
-            logger.debug("starting the shared server early failed: %s", error)
-        finally:
-            spawned.set()
-
-    threading.Thread(target=start, name="smriti-start-server", daemon=True).start()
-    return spawned
-
-
-def settings_digest(settings: Settings) -> str:
-    """A digest of the settings that change what the server does (not how a client attaches)."""
-    values = settings.model_dump(mode="json", exclude={"shared", "log_level"})
-    return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _warn_if_other_settings(status: dict[str, Any], settings: Settings) -> None:
+def _warn_if_other_settings(status: dict[str, Any]) -> None:
     # The first client's environment started the server; another client's differing settings
     # (a model, a backend) do not apply until it restarts. Say so rather than surprise later.
-    if status.get("settings") not in (None, settings_digest(settings)):
+    names = status.get("setting_names")
+    if isinstance(names, list) and status.get("settings") != environment_digest(names):
         logger.warning(
             "the shared Smriti server (pid %s) runs with other settings than this client's; they "
             "stay in force until it restarts (`smriti stop`; the next client starts it with its own)",

@@ -27,20 +27,21 @@ import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from smriti.config import load_settings
+from smriti.config import load_settings, setting_env_names
 from smriti.errors import NotFound, SmritiError, StoreError, UserError
 from smriti.server.http_limits import uvicorn_limits
 from smriti.server.shared.client import (
-    SharedPaths,
+    environment_digest,
     prepare_folders,
     remove_stale,
-    settings_digest,
     shared_paths,
 )
+from smriti.server.shared.lines import LineSessions, lines_lifespan
 from smriti.stores.paths import process_lock, try_lock
 
 if TYPE_CHECKING:
@@ -83,28 +84,37 @@ class Activity:
     def idle_seconds(self) -> float:
         return 0.0 if self.active else time.monotonic() - self.last
 
+    def connection(self, change: int) -> None:
+        """A relay's connection on the lines socket opened (+1) or closed (-1): while open it
+        is activity, as an HTTP request in flight is."""
+        self.active += change
+        if change > 0:
+            self.requests += 1
+        else:
+            self.last = time.monotonic()
 
-def bind_socket(paths: SharedPaths) -> socket.socket:
-    """A listening unix socket at ``paths.socket`` that only this OS user can connect to.
+
+def bind_socket(path: Path) -> socket.socket:
+    """A listening unix socket at ``path`` that only this OS user can connect to.
 
     The umask makes it 0600 from the moment it exists (a chmod afterwards would leave a window).
     Call only while holding the server lock: a socket file left there is a dead server's.
     """
     with contextlib.suppress(FileNotFoundError):
-        paths.socket.unlink()
+        path.unlink()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old_umask = os.umask(0o177)
     try:
-        sock.bind(str(paths.socket))
+        sock.bind(str(path))
     except OSError as error:  # a file system without sockets (some network or Windows mounts)
         sock.close()
         raise StoreError(
-            f"cannot create the shared server's socket {paths.socket}: {error.strerror}; "
+            f"cannot create the shared server's socket {path}: {error.strerror}; "
             "set SMRITI_SHARED=false to serve each client in its own process"
         ) from None
     finally:
         os.umask(old_umask)
-    os.chmod(paths.socket, 0o600)
+    os.chmod(path, 0o600)
     sock.listen(128)
     return sock
 
@@ -171,7 +181,8 @@ def run(settings: Settings) -> None:
     if not try_lock(lock):
         raise StoreError(f"a shared Smriti server already serves user {settings.accessing_user}")
     started = time.time()
-    digest = settings_digest(settings)
+    names = setting_env_names()
+    digest = environment_digest(names)  # raw, as a relay digests its own environment
     holder: dict[str, Any] = {}
 
     def status() -> dict[str, Any]:
@@ -185,12 +196,14 @@ def run(settings: Settings) -> None:
             "db_type": settings.db_type,
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "uptime_s": round(time.time() - started, 1),
-            "sessions": len(server.session_manager._server_instances),  # no public count (mcp 2.3)
+            # HTTP sessions (the CLI's; no public count in mcp 2.3) and relays' connections
+            "sessions": len(server.session_manager._server_instances) + holder["lines"].count,
             "requests_in_flight": activity.active,
             "requests": activity.requests,
             "idle_s": round(activity.idle_seconds(), 1),
             "idle_timeout_s": settings.shared_idle_timeout,
             "settings": digest,
+            "setting_names": names,
         }
 
     def stop() -> None:
@@ -208,7 +221,9 @@ def run(settings: Settings) -> None:
     )
     _keep_startup_error(app, holder)
     activity = holder["activity"] = Activity(app)
-    sock = bind_socket(paths)
+    sock = bind_socket(paths.socket)
+    lines = holder["lines"] = LineSessions(server, bind_socket(paths.lines), activity.connection)
+    app.router.lifespan_context = lines_lifespan(app.router.lifespan_context, lines)
     config = uvicorn.Config(
         activity,
         log_level=settings.log_level.lower(),
@@ -219,7 +234,10 @@ def run(settings: Settings) -> None:
     userver = holder["uvicorn"] = uvicorn.Server(config)
     # A line per HTTP request would grow the log by the thousand in a day of use.
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
-    paths.state.write_text(json.dumps({"pid": os.getpid(), "socket": str(paths.socket), "started": started}))
+    # What a relay reads without asking (read_state): whom it talks to, which version, and the
+    # settings' names, over which it digests its own environment (the kept answers' key).
+    state = {"pid": os.getpid(), "socket": str(paths.socket), "started": started, "version": __version__}
+    paths.state.write_text(json.dumps({**state, "setting_names": names}))
     logger.info(
         "shared Smriti server %s (pid %d): user %s on %s, serving %s; exits after %.0f s idle",
         __version__,
@@ -245,6 +263,7 @@ def run(settings: Settings) -> None:
         # socket starts a new server, never connects to this dying one.
         remove_stale(paths)
         sock.close()
+        lines.sock.close()
         lock.release()
     logger.info("shared Smriti server stopped")
 

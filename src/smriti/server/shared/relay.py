@@ -1,29 +1,41 @@
-"""The stdio ``smriti-mcp`` as a relay to the user's shared server.
+"""The stdio ``smriti-mcp`` as a relay to the user's shared server, in the standard library only.
 
-An MCP client (Claude Desktop, Cursor, Windsurf, ...) starts ``smriti-mcp`` on stdio. With
-``SMRITI_SHARED`` on (the default) that process opens no database: it makes sure the user's
-shared server runs (:func:`smriti.server.shared.client.ensure_server`) and passes JSON-RPC messages
-both ways between the SDK's stdio transport and the SDK's streamable-HTTP client transport,
-whose HTTP goes over the server's unix socket. The protocol stays the SDK's on both sides;
-the relay only keeps what it needs to reconnect.
+An MCP client (Claude Desktop, Cursor, Windsurf, ...) starts ``smriti-mcp`` on stdio and waits
+for it before its first answer; langchain-mcp-adapters starts one per tool call. So this
+process imports nothing heavy (no MCP SDK, no pydantic, no HTTP library: ~0.1 s of Python
+start-up) and does little: it starts the user's shared server at once if none runs
+(:func:`smriti.server.shared.client.ensure_server`, in a thread), connects to its lines socket
+(:mod:`smriti.server.shared.lines`) and passes lines both ways unchanged. The session is the
+server's, as on an in-process stdio server: the handshake era or the 2026-07-28 per-request
+envelope, notifications and server requests, and every malformed line answered by the server's
+reader (:func:`smriti.server.stdio.read_message`).
 
-When the shared server goes away (killed, stopped, idle exit) the session is lost, not the
-client: the next request starts a server again (``RestartingTransport``), the relay opens a new
-session by replaying the client's ``initialize`` (its answer is not passed on) and sends the
-request again. A request that never reached a server (its POST was refused or answered "no
-such session") is sent again; one that a server was running when it died is answered with an
-error, since it may or may not have been carried out.
+What the relay adds:
 
-A client whose ``initialize`` was answered before the SDK was imported, from the answer the
-server gave last time (:mod:`smriti.server.shared.handshake`), is relayed the same way from its
-first session on: the relay replays the ``initialize`` and sends ``notifications/initialized``
-itself (the client's own is dropped, so the server gets one). It then compares the server's
-answer with the one the client was given, and keeps the server's for next time when they
-differ. If the protocol version or the capabilities differ (an SDK changed under the same
-Smriti version, say), the client holds a promise the server does not keep: the relay answers
-every request it holds with an error that says so and exits, as a server that stopped would,
-so the client's next start gets the server's own answer. A difference in ``serverInfo`` or the
-instructions alone is logged, and the session goes on.
+* **Answers kept from last time** (:mod:`smriti.server.shared.kept`): ``initialize``,
+  ``server/discover`` and ``tools/list`` are answered at once from the server's last answers to
+  the same requests, before the server is up. Once connected, the relay replays the client's
+  ``initialize`` (its answer is not passed on) and sends ``notifications/initialized`` itself
+  (the client's own is dropped: the server gets one, in the right place). It compares the
+  server's answer with the kept one the client got: when the protocol version or the
+  capabilities differ (an SDK changed under the same Smriti version, say), the client holds a
+  promise the server does not keep, so the relay answers every request with an error that says
+  so and exits 1, and the client's next start gets the server's own answer; a difference in
+  ``serverInfo`` or the instructions is logged. A ``tools/list`` answered from the kept answers
+  is asked again of the server; a different list is kept and the client is sent
+  ``notifications/tools/list_changed``.
+* **Reconnection**: when the shared server goes away (killed, stopped, idle exit) the session is
+  lost, not the client. A request the server was running is answered with an error saying it
+  may or may not have been carried out; the next request starts a server again, the relay
+  replays the client's ``initialize`` and sends the request. A request that never reached a
+  server (the connection was already gone) is sent to the new one.
+* **Every request answered once, and a prompt exit**: when stdin ends, the relay waits for the
+  answers due (at most ``ANSWER_GRACE`` seconds), then exits.
+
+One place decides what the relay does with a client's line before passing it on: the
+``check_line`` hook of :class:`Relay` (:func:`pass_on` by default: the server's reader answers
+malformed lines). A rule the relay itself must enforce (a line too long to pass on, say) goes
+there: it returns the answer to write instead of forwarding the line.
 """
 
 from __future__ import annotations
@@ -32,412 +44,506 @@ import contextlib
 import json
 import logging
 import os
+import socket
+import sys
 import threading
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
-
-import anyio
-import httpx2
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
-from mcp.shared.message import ClientMessageMetadata, SessionMessage
-from mcp_types import (
-    CONNECTION_CLOSED,
-    ErrorData,
-    JSONRPCError,
-    JSONRPCNotification,
-    JSONRPCRequest,
-    JSONRPCResponse,
-)
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 from smriti import __version__
 from smriti.errors import SmritiError
-from smriti.server.shared.client import MCP_URL, SharedPaths, ensure_server, quiet_cancelled_socket_reads
-from smriti.server.shared.handshake import DISCOVER, EarlyAnswer, InitializeCache, cache_key, reply_of
-from smriti.server.stdio import answering_stdio
-
-if TYPE_CHECKING:
-    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-    from mcp.client._transport import ReadStream, WriteStream
-
-    from smriti.config import Settings
+from smriti.server.shared.client import (
+    Attachment,
+    SharedPaths,
+    ensure_server,
+    read_state,
+    shared_paths,
+)
+from smriti.server.shared.kept import KeptAnswers, reply_line
 
 logger = logging.getLogger("smriti.server.shared.relay")
 
+CONNECTION_CLOSED = -32000  # mcp_types.CONNECTION_CLOSED (the SDK is not imported here)
+# Seconds the answers due get once stdin has ended, as in-process (smriti.server.stdio).
+ANSWER_GRACE = 10.0
+REPLY_TIMEOUT = 60.0  # seconds for the server's answer to the relay's replayed initialize
+END_SESSION_WITHIN = 0.5  # seconds for the server to close the session once stdin has ended
+REFUSE_WITHIN = 1.0  # seconds a relay that gave up its client goes on refusing, then exits 1
+_CONNECT_ATTEMPTS = 3  # connections lost before a message reached a server: then give up on it
 _REPLAY_ID = "smriti-relay-initialize"
-END_SESSION_WITHIN = 0.4  # seconds to close the session once stdin has ended and been answered
-REFUSE_WITHIN = 1.0  # seconds a relay that gives up its client waits for the next message to refuse
-EXIT_AFTER = 1.0  # seconds for the last answers to be written before a relay that gave up exits
-_MAX_BARREN_SESSIONS = 3  # sessions lost in a row before a message came back: give up on the unsent
+_TOOLS_ID = "smriti-relay-tools"
+_READ_CHUNK = 1 << 16
+MAY_HAVE_RUN = (
+    "the shared Smriti server stopped before answering; the request may or may not have been "
+    "carried out (the next request starts the server again)"
+)
 
 
-class RestartingTransport(httpx2.AsyncHTTPTransport):
-    """HTTP over the shared server's socket that starts a new server when none listens.
+# ----------------------------------------------------------------------------- one line
+@dataclass(frozen=True)
+class Line:
+    """One line from the client or the server, parsed once: ``message`` is the JSON object on
+    it, None when there is none (invalid JSON, an array: the server answers those)."""
 
-    Only a POST (a message from the client) starts one: the SDK's GET stream reconnects by
-    itself, and a server stopped with ``smriti stop`` must stay stopped until someone asks.
-    It also notes the JSON-RPC ids of POSTs no server ran: refused connections, and POSTs
-    answered 404 within a session (its session is gone), so the relay may send them again in a
-    new session.
-    """
+    raw: bytes
+    message: dict[str, Any] | None
 
-    def __init__(self, settings: Settings, paths: SharedPaths) -> None:
-        # Idle connections are let go well before the server closes them (HTTP_KEEP_ALIVE_TIMEOUT),
-        # so a request never goes out on a connection the server is closing.
-        limits = httpx2.Limits(keepalive_expiry=settings.http_keep_alive_timeout / 2)
-        super().__init__(uds=str(paths.socket), limits=limits)
-        self.settings = settings
-        self.unknown_session: set[Any] = set()
-        self.attempted: set[Any] = set()  # ids of the messages this transport began to send
-
-    def answered(self, message_id: Any) -> None:
-        """The server answered ``message_id``: stop tracking it (a long session sends many)."""
-        self.attempted.discard(message_id)
-        self.unknown_session.discard(message_id)
-
-    def never_ran(self, ids: Iterable[Any]) -> set[Any]:
-        """Which of ``ids`` no server can have run: never sent, refused, or out of session."""
-        return {key for key in ids if key not in self.attempted or key in self.unknown_session}
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if request.method == "POST":
-            self.attempted.add(_message_id(request.content))
+    @classmethod
+    def of(cls, raw: bytes) -> Line:
         try:
-            response = await super().handle_async_request(request)
-        except httpx2.ConnectError:
-            if request.method != "POST":
-                raise
-            # Refused: no server got this message. Noted before the restart, which takes a while:
-            # the session may be found lost meanwhile (its stream ends) and this request then
-            # goes into the next session instead of being answered "may or may not have run".
-            message_id = _message_id(request.content)
-            if message_id is not None:
-                self.unknown_session.add(message_id)
-            logger.info("the shared Smriti server is gone: starting a new one")
-            await anyio.to_thread.run_sync(ensure_server, self.settings)
-            response = await super().handle_async_request(request)
-            if response.status_code != 404:  # the new server took it after all (no session yet)
-                self.unknown_session.discard(message_id)
-        if response.status_code == 404 and request.method == "POST" and "mcp-session-id" in request.headers:
-            message_id = _message_id(request.content)
-            if message_id is not None:
-                self.unknown_session.add(message_id)
-        return response
+            value = json.loads(raw)
+        except (ValueError, RecursionError):
+            value = None
+        return cls(raw, value if isinstance(value, dict) else None)
+
+    @property
+    def method(self) -> str | None:
+        method = self.message.get("method") if self.message is not None else None
+        return method if isinstance(method, str) else None
+
+    @property
+    def id(self) -> str | int | None:
+        """The message's id when JSON-RPC allows it to be answered (a string or an integer)."""
+        key = self.message.get("id") if self.message is not None else None
+        return key if isinstance(key, str) or (isinstance(key, int) and not isinstance(key, bool)) else None
+
+    @property
+    def is_request(self) -> bool:
+        return self.method is not None and self.id is not None
+
+    @property
+    def is_answer(self) -> bool:
+        message = self.message or {}
+        return self.method is None and "id" in message and ("result" in message or "error" in message)
 
 
-def _message_id(body: bytes) -> Any:
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return None
-    return message.get("id") if isinstance(message, dict) else None
+LineCheck = Callable[[Line], dict[str, Any] | None]
+"""Decides a client's line before it is passed on: the JSON-RPC message to answer it with
+instead (the relay writes it and forwards nothing), or None to pass it on."""
 
 
+def pass_on(line: Line) -> dict[str, Any] | None:
+    """The default :data:`LineCheck`: pass every line on; the server's reader answers the
+    unreadable ones (:func:`smriti.server.stdio.read_message`), as it does in-process."""
+    return None
+
+
+def _lines(fd: int) -> Iterator[bytes]:
+    """The lines read from ``fd`` (each with its newline; an unfinished last one too)."""
+    partial: list[bytes] = []
+    while True:
+        try:
+            chunk = os.read(fd, _READ_CHUNK)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            break
+        *complete, rest = chunk.split(b"\n")
+        for piece in complete:
+            yield b"".join([*partial, piece, b"\n"])
+            partial = []
+        if rest:
+            partial.append(rest)
+    if partial:
+        yield b"".join(partial) + b"\n"
+
+
+def _dumps(message: dict[str, Any]) -> bytes:
+    """A line the relay writes itself (ASCII escapes: a lone surrogate cannot break it)."""
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+def _error(message_id: Any, text: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": message_id, "error": {"code": CONNECTION_CLOSED, "message": text}}
+
+
+# ----------------------------------------------------------------------------- one connection
+class Session:
+    """One connection to the server's lines socket, and the client's requests sent on it."""
+
+    def __init__(self, sock: socket.socket, paths: SharedPaths) -> None:
+        self.sock = sock
+        self.pending: dict[Any, Line] = {}  # requests sent, not answered yet
+        self.lost = False
+        self.handshaken = False  # an initialize went over it (the client's or the replay)
+        self.replay: dict[str, Any] | None = None  # the server's answer to the replayed initialize
+        self.replayed = threading.Event()
+        self.closed = threading.Event()  # the server's end closed (the reader saw it)
+        self.checked_tools: tuple[Line, dict[str, Any]] | None = None  # a kept tools/list answer, asked again
+        state = read_state(paths) or {}
+        self.server_version = state.get("version")
+        names = state.get("setting_names")
+        self.names: list[str] | None = names if isinstance(names, list) else None
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+
+# ----------------------------------------------------------------------------- the relay
 class Relay:
-    """One stdio client's messages to and from the shared server, across reconnections."""
+    """One stdio client's lines to and from the shared server, across reconnections."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        stdout: MemoryObjectSendStream[SessionMessage],
-        early: EarlyAnswer | None = None,
-    ) -> None:
-        self.settings = settings
+    def __init__(self, attachment: Attachment, check_line: LineCheck = pass_on, stdout: int = 1) -> None:
+        self.attachment = attachment
+        self.paths = shared_paths(attachment)
+        self.kept = KeptAnswers(self.paths.answers)
+        self.check_line = check_line
         self.stdout = stdout
-        self.initialize: JSONRPCRequest | None = None  # the client's, replayed on reconnection
-        self.initialized = False  # a session was established once (reconnections replay)
-        self.protocol_version: str | None = None
-        self.pending: dict[Any, JSONRPCRequest] = {}  # requests sent, not yet answered
-        self.unsent: list[SessionMessage] = []  # to send once connected
-        self.transport: RestartingTransport | None = None
-        self.barren = 0  # sessions lost in a row with no message from the server
-        self.cache = InitializeCache.of(settings)
-        self.promised: dict[str, Any] | None = None  # the cached result the client was given
-        self.ended: str | None = None  # why the relay gave up the client (see the docstring)
-        if early is not None and early.request is not None and early.result is not None:
-            self.initialize = JSONRPCRequest.model_validate(early.request)
-            self.initialized = True  # the first session replays, as a reconnection does
-            self.protocol_version = early.result.get("protocolVersion")
-            self.promised = early.result
-        self.drop_initialized = self.promised is not None
+        self.write_lock = threading.Lock()  # one line at a time on stdout
+        self.lock = threading.Lock()  # the session and its pending requests
+        self.connect_lock = threading.Lock()  # one connection attempt at a time
+        self.session: Session | None = None
+        self.initialize: Line | None = None  # the client's, replayed on every new connection
+        self.promised: dict[str, Any] | None = None  # the kept initialize result the client got
+        self.drop_initialized = False  # the client's notifications/initialized, after a kept answer
+        self.given_tools: list[tuple[Line, dict[str, Any]]] = []  # kept tools/list answers given
+        self.ended: str | None = None  # why the relay gave up its client
 
-    async def run(self, stdin: MemoryObjectReceiveStream[SessionMessage | Exception]) -> None:
-        """Relay until the client closes stdin."""
-        while True:
-            if not self.unsent:  # connect lazily: a stopped server stays stopped until a message
-                try:
-                    item = await stdin.receive()
-                except anyio.EndOfStream:
-                    return
-                if isinstance(item, SessionMessage):
-                    self.unsent.append(item)
-                continue
+    # ------------------------------------------------------------------------- stdout
+    def write(self, data: bytes) -> None:
+        with self.write_lock:
             try:
-                paths = await anyio.to_thread.run_sync(ensure_server, self.settings)
-            except SmritiError as error:
-                logger.error("cannot reach the shared Smriti server: %s", error)
-                requests = [m.message for m in self.unsent if isinstance(m.message, JSONRPCRequest)]
-                await self._fail(requests, str(error))
-                self.unsent.clear()
-                continue
-            if await self._connected(paths, stdin):
-                if self.ended is not None:
-                    await self._refuse_waiting(stdin, self.ended)
-                return
-            if self.barren >= _MAX_BARREN_SESSIONS:  # a server that starts but never answers
-                requests = [m.message for m in self.unsent if isinstance(m.message, JSONRPCRequest)]
-                await self._fail(requests, "the shared Smriti server does not answer (see its log)")
-                self.unsent.clear()
-                self.barren = 0
+                while data:
+                    data = data[os.write(self.stdout, data) :]
+            except OSError:  # the client is gone: its stdin ends too, and the relay with it
+                pass
 
-    # ------------------------------------------------------------------------- one session
-    async def _connected(
-        self, paths: SharedPaths, stdin: MemoryObjectReceiveStream[SessionMessage | Exception]
-    ) -> bool:
-        """Relay over one session; True when stdin ended, False when the session was lost."""
-        self.transport = RestartingTransport(self.settings, paths)
-        outcome = {"eof": False}
+    def answer(self, message: dict[str, Any]) -> None:
+        reply = {k: v for k, v in message.items() if k in ("result", "error")}
         try:
-            with anyio.CancelScope() as session:
-                async with (
-                    httpx2.AsyncClient(
-                        transport=self.transport, timeout=httpx2.Timeout(30.0, read=None)
-                    ) as http,
-                    streamable_http_client(MCP_URL, http_client=http) as (read, write),
-                    anyio.create_task_group() as tasks,
-                ):
-                    if self.initialized:
-                        await self._replay_initialize(read, write)
-                    if self.ended is None:
-                        tasks.start_soon(self._down, read, tasks.cancel_scope)
-                        while self.unsent:
-                            await self._send(write, self.unsent.pop(0))
-                        async for item in stdin:
-                            if isinstance(item, SessionMessage):
-                                await self._send(write, item)
-                        outcome["eof"] = True  # and the last answers are written (answering_stdio)
-                    # The client is gone (or given up): end the session (the SDK's DELETE on
-                    # leaving), but never wait on the server more than END_SESSION_WITHIN for that.
-                    session.deadline = anyio.current_time() + END_SESSION_WITHIN
-                    tasks.cancel_scope.cancel()
-        except Exception as error:  # the transport failed (inside exception groups): a lost session
-            logger.warning("the session with the shared Smriti server ended: %s", _first_cause(error))
-        if outcome["eof"]:
+            self.write(reply_line(message.get("id"), reply))
+        except UnicodeEncodeError:  # an id with a lone surrogate: answer it as JSON escapes
+            self.write(_dumps({"jsonrpc": "2.0", "id": message.get("id"), **reply}))
+
+    # ------------------------------------------------------------------------- client to server
+    def run(self, stdin: int) -> None:
+        """Relay until stdin ends, then wait for the answers due (``ANSWER_GRACE`` at most)."""
+        for raw in _lines(stdin):
+            if not raw.strip():
+                continue
+            line = Line.of(raw)
+            answer = self.check_line(line)
+            if answer is not None:
+                self.answer(answer)
+            elif self.ended is not None:
+                if line.is_request:
+                    self.answer(_error(line.id, self.ended))
+            elif not self._answered_from_kept(line) and not self._dropped(line):
+                self._forward(line)
+        self._finish()
+
+    def _forward(self, line: Line) -> None:
+        """Send ``line`` to the server, connecting (and starting it) when needed."""
+        for _ in range(_CONNECT_ATTEMPTS):
+            try:
+                session = self._ready()
+            except (SmritiError, OSError) as error:
+                logger.error("cannot reach the shared Smriti server: %s", error)
+                if line.is_request:
+                    self.answer(_error(line.id, str(error)))
+                _exit_if_settings_refused()
+                return
+            if self.ended is not None:
+                if line.is_request:
+                    self.answer(_error(line.id, self.ended))
+                return
+            with self.lock:
+                if session.lost:
+                    continue
+                if line.is_request:
+                    session.pending[line.id] = line
+            if line.method == "initialize":
+                session.handshaken = True
+                self.initialize = line
+            try:
+                session.send(line.raw)
+                return
+            except OSError:
+                with self.lock:  # never reached the server, unless the reader answered it already
+                    unsent = session.pending.pop(line.id, None) if line.is_request else line
+                    self._lose(session)
+                if unsent is None:
+                    return
+        if line.is_request:
+            self.answer(_error(line.id, "the shared Smriti server does not answer (see its log)"))
+
+    def _ready(self) -> Session:
+        """The connected session, connecting, replaying the handshake and checking the kept
+        answers first when needed.
+
+        Raises:
+            SmritiError: no server could be started.
+            OSError: the server went away while connecting.
+        """
+        with self.connect_lock:
+            session = self.session
+            if session is None or session.lost:
+                paths = ensure_server(self.attachment)
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.connect(str(paths.lines))
+                except OSError:
+                    sock.close()
+                    raise
+                session = Session(sock, paths)
+                threading.Thread(
+                    target=self._down, args=(session,), name="smriti-relay-down", daemon=True
+                ).start()
+                with self.lock:
+                    self.session = session
+            if self.initialize is not None and not session.handshaken:
+                self._replay(session)
+            if self.given_tools and self.ended is None:
+                self._check_tools(session)
+            return session
+
+    def _replay(self, session: Session) -> None:
+        """The client's ``initialize`` on a new connection (see the module docstring)."""
+        assert self.initialize is not None and self.initialize.message is not None
+        session.send(_dumps({**self.initialize.message, "id": _REPLAY_ID}))
+        if not session.replayed.wait(REPLY_TIMEOUT) or session.replay is None:
+            raise OSError("the shared Smriti server did not answer the replayed initialize")
+        answer = session.replay
+        if "result" not in answer:
+            message = (answer.get("error") or {}).get("message")
+            raise OSError(f"the shared Smriti server refused the session: {message}")
+        if self.promised is not None:
+            self._check_promise(session, answer["result"])
+            if self.ended is not None:
+                return
+        session.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        session.handshaken = True
+        logger.info("connected to the shared Smriti server")
+
+    # ------------------------------------------------------------------------- kept answers
+    def _answered_from_kept(self, line: Line) -> bool:
+        """Answer a handshake or ``tools/list`` request from the kept answers, when known."""
+        if not line.is_request or line.message is None:
+            return False
+        if line.method in ("initialize", "server/discover") and self.initialize is None:
+            reply = self.kept.get(line.message)
+            if reply is None or (line.method == "initialize" and "result" not in reply):
+                return False
+            self.answer({"id": line.id, **reply})
+            if line.method == "initialize":
+                self.initialize, self.promised, self.drop_initialized = line, reply["result"], True
+                self.connect_early()  # the replay goes on while the client reads its answer
+            logger.info("answered %s from the answer kept in %s", line.method, self.kept.path)
             return True
-        if self.ended is not None:  # before anything was sent in this session
-            requests = [m.message for m in self.unsent if isinstance(m.message, JSONRPCRequest)]
-            await self._fail(requests, self.ended)
-            self.unsent.clear()
+        if line.method == "tools/list":
+            reply = self.kept.get(line.message, self._context())
+            if reply is None or "result" not in reply:
+                return False
+            self.answer({"id": line.id, **reply})
+            self.given_tools.append((line, reply["result"]))
+            self.connect_early()  # asked again of the server in the background
             return True
-        self.barren += 1
-        await self._session_lost()
         return False
 
-    async def _send(self, write: WriteStream[SessionMessage], item: SessionMessage) -> None:
-        message = item.message
-        if self._drops(message):
+    def _context(self) -> Any:
+        """What a kept ``tools/list`` answer depends on besides its request: the handshake."""
+        message = self.initialize.message if self.initialize is not None else None
+        return message.get("params") if message is not None else None
+
+    def _dropped(self, line: Line) -> bool:
+        """The client's ``notifications/initialized`` after a kept answer: the replay sends its
+        own (before any request), so the server gets one, in the right place."""
+        if self.drop_initialized and line.method == "notifications/initialized" and line.id is None:
+            self.drop_initialized = False
+            return True
+        return False
+
+    def _keep(self, session: Session, request: Line, answer: Line) -> None:
+        """Keep a server's answer to a kept method for the next start (only from a server of
+        this version: an older one still running is not what the next start gets)."""
+        if session.server_version != __version__ or session.names is None or request.message is None:
             return
-        if isinstance(message, JSONRPCRequest):
-            if message.method == "initialize":
-                self.initialize = message
-            self.pending[message.id] = message
-        metadata = None
-        if self.protocol_version is not None:
-            metadata = ClientMessageMetadata(headers={MCP_PROTOCOL_VERSION_HEADER: self.protocol_version})
-        await write.send(SessionMessage(message, metadata=metadata))
+        reply = {k: v for k, v in (answer.message or {}).items() if k in ("result", "error")}
+        method = request.method
+        if (method == "initialize" and "result" in reply) or method == "server/discover":
+            self.kept.put(request.message, reply, session.names)
+        elif method == "tools/list" and "result" in reply:
+            self.kept.put(request.message, reply, session.names, self._context())
 
-    async def _down(self, read: ReadStream[SessionMessage | Exception], scope: anyio.CancelScope) -> None:
-        """Server to client: pass every message on; cancel ``scope`` when the session is lost."""
-        async for item in read:
-            if isinstance(item, Exception):
-                logger.warning("unreadable message from the shared server: %s", item)
-                continue
-            message = item.message
-            if isinstance(message, JSONRPCError) and _abandoned(message) and message.id in self.pending:
-                # The MCP SDK's own answer to a request whose stream ended unanswered: the server
-                # is gone. Passed on, it told the client less than the relay knows, and the
-                # client's next request went into the dead session. The session is lost here:
-                # _session_lost answers the request in the relay's words (or sends it again
-                # when it never reached the server).
-                scope.cancel()
-                return
-            self.barren = 0  # the server answered: this session was alive
-            if isinstance(message, JSONRPCResponse | JSONRPCError):
-                lost = self.transport is not None and message.id in self.transport.unknown_session
-                if lost and message.id in self.pending:  # never ran: send it again, in a new session
-                    self.unsent.append(SessionMessage(self.pending.pop(message.id)))
-                    scope.cancel()
-                    return
-                if self.transport is not None:
-                    self.transport.answered(message.id)
-                request = self.pending.pop(message.id, None)
-                answered = request is not None and request.method == "initialize"
-                if answered and isinstance(message, JSONRPCResponse):
-                    self.initialized = True
-                    self.protocol_version = message.result.get("protocolVersion")
-                if request is not None:
-                    self._keep(request, message)
-            await self.stdout.send(item)
-        scope.cancel()  # the transport closed its stream
-
-    async def _replay_initialize(
-        self, read: ReadStream[SessionMessage | Exception], write: WriteStream[SessionMessage]
-    ) -> None:
-        assert self.initialize is not None
-        replay = self.initialize.model_copy(update={"id": _REPLAY_ID})
-        await write.send(SessionMessage(replay))
-        async for item in read:
-            message = getattr(item, "message", None)
-            if isinstance(message, JSONRPCResponse | JSONRPCError) and message.id == _REPLAY_ID:
-                if isinstance(message, JSONRPCError):
-                    raise RuntimeError(f"the shared server refused the session: {message.error.message}")
-                if self.promised is not None:
-                    self._check_promise(message)
-                    if self.ended is not None:
-                        return
-                break
-        initialized = JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized")
-        await write.send(SessionMessage(initialized))
-        logger.info("reconnected to the shared Smriti server")
-
-    # ------------------------------------------------------------------------- the cached answer
-    def _drops(self, message: Any) -> bool:
-        """The client's ``notifications/initialized`` after an answer from the cache: the replay
-        sends its own (before any request), so the server gets one, in the right place."""
-        if not (self.drop_initialized and isinstance(message, JSONRPCNotification)):
-            return False
-        if message.method != "notifications/initialized":
-            return False
-        self.drop_initialized = False
-        return True
-
-    def _keep(self, request: JSONRPCRequest, answer: JSONRPCResponse | JSONRPCError) -> None:
-        """Keep the server's answer to a handshake request for the next start: an ``initialize``
-        result from a server of this version (an older one still running is not what the next
-        start gets), a ``server/discover`` error (see :mod:`smriti.server.shared.handshake`)."""
-        if request.method == "initialize" and isinstance(answer, JSONRPCResponse):
-            keep = (answer.result.get("serverInfo") or {}).get("version") == __version__
-        else:
-            keep = request.method == DISCOVER and isinstance(answer, JSONRPCError)
-        if keep:
-            self.cache.put(cache_key(self.settings, request.model_dump(mode="json")), reply_of(answer))
-
-    def _check_promise(self, answer: JSONRPCResponse) -> None:
-        """Compare the server's answer with the cached one the client got; see the docstring."""
+    def _check_promise(self, session: Session, result: dict[str, Any]) -> None:
+        """Compare the server's answer with the kept one the client got; see the docstring."""
         promised, self.promised = self.promised or {}, None
-        result = answer.result
         if result == promised:
             return
         assert self.initialize is not None
-        self._keep(self.initialize, answer)
+        self._keep(session, self.initialize, Line(b"", {"result": result}))
         changed = [key for key in sorted({*result, *promised}) if result.get(key) != promised.get(key)]
         if {"protocolVersion", "capabilities"} & set(changed):
-            self.ended = (
+            self._give_up(
                 f"the shared Smriti server's answer to initialize ({', '.join(changed)}) is not the one "
-                "this client was given from the cache (the MCP SDK changed?); it is kept now: start "
-                "this MCP server again"
+                "this client was given from the kept answers (the MCP SDK changed?); it is kept now: "
+                "start this MCP server again"
             )
-            logger.error("%s", self.ended)
         else:
             logger.warning(
-                "the shared Smriti server's answer to initialize differs in %s from the cached one "
-                "this client was given; the session goes on, and the server's answer is kept",
+                "the shared Smriti server's answer to initialize differs in %s from the kept one this "
+                "client was given; the session goes on, and the server's answer is kept",
                 ", ".join(changed),
             )
 
-    async def _refuse_waiting(
-        self, stdin: MemoryObjectReceiveStream[SessionMessage | Exception], text: str
-    ) -> None:
-        """Answer the requests the client sent before the relay gave it up with ``text``: those
-        already in the pipe are read at once; stop at a pause of ``REFUSE_WITHIN`` seconds."""
-        while True:
-            with anyio.move_on_after(REFUSE_WITHIN):
-                try:
-                    item = await stdin.receive()
-                except anyio.EndOfStream:
-                    return
-                if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCRequest):
-                    await self._fail([item.message], text)
-                continue
+    def _check_tools(self, session: Session) -> None:
+        """Ask the server again for the tools list the client was given from the kept answers
+        (the last one given: a client asks the same each time)."""
+        line, given = self.given_tools[-1]
+        self.given_tools = []
+        assert line.message is not None
+        with self.lock:
+            session.pending[_TOOLS_ID] = line
+            session.checked_tools = (line, given)
+        session.send(_dumps({**line.message, "id": _TOOLS_ID}))
+
+    def _tools_checked(self, session: Session, answer: Line) -> None:
+        result = (answer.message or {}).get("result")
+        if session.checked_tools is None or not isinstance(result, dict):
             return
+        request, given = session.checked_tools
+        if result == given:
+            return
+        self._keep(session, request, answer)
+        logger.warning("the shared Smriti server's tools changed since they were kept: telling the client")
+        self.write(b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n')
 
-    async def _session_lost(self) -> None:
-        """Answer what a dead server may have run; keep what it never got for the next session."""
-        # A request the client sent just as the server died may never have left the relay.
-        never_ran = (
-            self.transport.never_ran(self.pending) if self.transport is not None else set(self.pending)
-        )
-        for key in [key for key in self.pending if key in never_ran]:
-            self.unsent.append(SessionMessage(self.pending.pop(key)))
-        resend = {getattr(item.message, "id", None) for item in self.unsent}
-        uncertain = [request for key, request in self.pending.items() if key not in resend]
-        self.pending.clear()
-        await self._fail(
-            uncertain,
-            "the shared Smriti server stopped before answering; the request may or may not have been "
-            "carried out (the next request starts the server again)",
-        )
+    def _give_up(self, why: str) -> None:
+        """Refuse every request from now on with ``why``, and exit 1 soon (see the docstring)."""
+        self.ended = why
+        logger.error("%s", why)
 
-    async def _fail(self, requests: list[JSONRPCRequest], text: str) -> None:
-        """Answer each of ``requests`` with a JSON-RPC error saying ``text``."""
-        for request in requests:
-            error = ErrorData(code=CONNECTION_CLOSED, message=text)
-            await self.stdout.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request.id, error=error)))
+        def exit_soon() -> None:
+            time.sleep(REFUSE_WITHIN)
+            logger.info("smriti-mcp: gave up the client, exiting")
+            logging.shutdown()
+            os._exit(1)
+
+        threading.Thread(target=exit_soon, name="smriti-exit", daemon=True).start()
+
+    # ------------------------------------------------------------------------- server to client
+    def _down(self, session: Session) -> None:
+        """Pass the server's lines to stdout until the connection ends, then answer what it
+        left unanswered."""
+        for raw in _socket_lines(session.sock):
+            line = Line.of(raw)
+            if line.is_answer and line.id == _REPLAY_ID:
+                session.replay = line.message
+                session.replayed.set()
+                continue
+            if line.is_answer and line.id is not None:
+                with self.lock:
+                    request = session.pending.pop(line.id, None)
+                if line.id == _TOOLS_ID:
+                    self._tools_checked(session, line)
+                    continue
+                if request is not None and request.method in ("initialize", "server/discover", "tools/list"):
+                    self._keep(session, request, line)
+            self.write(raw)
+        with self.lock:
+            unanswered = self._lose(session)
+        session.replayed.set()
+        session.closed.set()
+        for request in unanswered:
+            if request.id != _TOOLS_ID:
+                self.answer(_error(request.id, MAY_HAVE_RUN))
+
+    def _lose(self, session: Session) -> list[Line]:
+        """Mark ``session`` lost (call holding ``self.lock``); the requests it left unanswered."""
+        session.lost = True
+        unanswered = list(session.pending.values())
+        session.pending.clear()
+        if self.session is session:
+            self.session = None
+        with contextlib.suppress(OSError):
+            session.sock.shutdown(socket.SHUT_RDWR)
+        return unanswered
+
+    def _finish(self) -> None:
+        """Stdin ended: wait for the answers due, then end the session."""
+        deadline = time.monotonic() + ANSWER_GRACE
+        while time.monotonic() < deadline:
+            with self.lock:
+                session = self.session
+                due = [key for key in session.pending if key != _TOOLS_ID] if session is not None else []
+            if not due:
+                break
+            time.sleep(0.01)
+        with self.lock:
+            session = self.session
+        if session is not None:
+            # Half-close, and let the server end the session (its count falls) before exiting.
+            with contextlib.suppress(OSError):
+                session.sock.shutdown(socket.SHUT_WR)
+            session.closed.wait(END_SESSION_WITHIN)
+            with self.lock:
+                self._lose(session)
+
+    def connect_early(self) -> None:
+        """Connect in the background as soon as the server serves, so the client's first call
+        finds the session ready (a failure is left to the first message to report)."""
+
+        def connect() -> None:
+            try:
+                self._ready()
+            except Exception as error:  # why: the client's first request reports it
+                logger.debug("connecting early failed: %s", error)
+
+        threading.Thread(target=connect, name="smriti-relay-connect", daemon=True).start()
 
 
-def _abandoned(error: JSONRPCError) -> bool:
-    """An error the MCP SDK's client made up for a request whose stream ended without an answer
-    (``CONNECTION_CLOSED``: the server never sends that code; the relay's own go straight to
-    stdout)."""
-    return error.error.code == CONNECTION_CLOSED
+def _exit_if_settings_refused() -> None:
+    """The server could not start: when the settings are what it refused, say so on stderr and
+    exit 2, as ``smriti-mcp`` does in-process (the relay reads no settings on its way up; a
+    failure may import them)."""
+    from smriti.config import load_settings
 
-
-def _first_cause(error: BaseException) -> str:
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return f"{type(error).__name__}: {error}"
-
-
-async def run_relay(settings: Settings, early: EarlyAnswer | None = None) -> str | None:
-    """Serve the stdio client through the shared server until stdin closes; returns why the
-    relay gave the client up (a broken promise of the cached ``initialize``), None otherwise."""
-    quiet_cancelled_socket_reads()
-    async with answering_stdio(early.head if early is not None else b"") as (stdin, stdout):
-        relay = Relay(settings, stdout, early)
-        await relay.run(stdin)
-        if relay.ended is not None:
-            # The client still holds stdin open and a worker thread is blocked reading it, so
-            # the transport cannot end by itself: exit once its last answers are written.
-            _exit_soon(1)
-    return relay.ended
-
-
-def serve_relay(settings: Settings, early: EarlyAnswer | None = None) -> None:
-    """``smriti-mcp`` on stdio with SMRITI_SHARED on: relay until the client closes stdin.
-
-    ``early``: what :func:`smriti.server.shared.handshake.answer_handshake_early` read from
-    stdin (and answered) before this module was imported; logging is configured by then.
-    """
-    logger.info("smriti-mcp: relaying stdio to the shared Smriti server of user %s", settings.accessing_user)
-    # The SDK's access log names every HTTP exchange: chatter on the client's stderr.
-    logging.getLogger("httpx2").setLevel(logging.WARNING)
-    ended = None
-    with contextlib.suppress(KeyboardInterrupt):
-        ended = anyio.run(run_relay, settings, early)
-    if ended is not None:  # stdin closed meanwhile: the transport ended, its answers written
-        _exit_soon(1, after=0.0)
-
-
-def _exit_soon(code: int, after: float = EXIT_AFTER) -> None:
-    """End the process with ``code`` in ``after`` seconds, whatever threads still block."""
-
-    def exit_now() -> None:
-        time.sleep(after)
-        logger.info("smriti-mcp: gave up the client, exiting")
+    try:
+        load_settings()
+    except SmritiError as error:
+        print(f"smriti-mcp: {error}", file=sys.stderr, flush=True)
         logging.shutdown()
-        os._exit(code)
+        os._exit(2)
 
-    if after <= 0:
-        exit_now()
-    threading.Thread(target=exit_now, name="smriti-exit", daemon=True).start()
+
+def _socket_lines(sock: socket.socket) -> Iterator[bytes]:
+    partial: list[bytes] = []
+    while True:
+        try:
+            chunk = sock.recv(_READ_CHUNK)
+        except OSError:
+            break
+        if not chunk:
+            break
+        *complete, rest = chunk.split(b"\n")
+        for piece in complete:
+            yield b"".join([*partial, piece, b"\n"])
+            partial = []
+        if rest:
+            partial.append(rest)
+
+
+def _claim_stdin() -> int:
+    """A private copy of fd 0 to read the client's lines from; fd 0 itself reads the null
+    device, so that no child process (the shared server's spawn) can read them."""
+    private = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return private
+
+
+def serve_relay(attachment: Attachment, check_line: LineCheck = pass_on) -> None:
+    """``smriti-mcp`` on stdio with SMRITI_SHARED on: relay until the client closes stdin."""
+    logger.info(
+        "smriti-mcp: relaying stdio to the shared Smriti server of user %s", attachment.accessing_user
+    )
+    relay = Relay(attachment, check_line)
+    stdin = _claim_stdin()  # before the spawn: the server must not inherit the client's stdin
+    relay.connect_early()  # starts the server if none runs: its start overlaps the handshake
+    with contextlib.suppress(KeyboardInterrupt):
+        relay.run(stdin)
+    logging.shutdown()
+    os._exit(1 if relay.ended is not None else 0)  # threads may still block on the socket

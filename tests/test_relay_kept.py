@@ -1,8 +1,9 @@
-"""The relay's answer to ``initialize`` from the cache: real ``smriti-mcp`` relays on raw pipes and
-through the MCP SDK's client, real shared servers, the real cache file.
+"""The relay's kept answers (``initialize``, ``server/discover``, ``tools/list``): real
+``smriti-mcp`` relays on raw pipes and through the MCP SDK's client, real shared servers, the
+real answers file.
 
-A first session fills ``smriti-initialize.json``; the shared server is stopped (``smriti stop``)
-so the next relay starts cold, as a client's first start of the day does.
+A first session fills ``smriti-answers.json``; the shared server is stopped (``smriti stop``) so
+the next relay starts cold, as a client's first start of the day does.
 """
 
 from __future__ import annotations
@@ -21,16 +22,16 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import stdio_client
 
-from smriti.config import Settings
-from smriti.server.shared import handshake
+from smriti.server.shared import kept
 from smriti.server.shared.client import server_running
-from smriti.server.shared.handshake import MAX_ENTRIES, InitializeCache, cache_key, handshake_request
-from smriti.server.stdio import _after
+from smriti.server.shared.kept import MAX_ENTRIES, KeptAnswers
+from smriti.server.shared.relay import Line
 from smriti.stores.paths import process_lock
 from tests.raw_stdio import INITIALIZE, RawServer, rpc
 from tests.test_shared_server import Shared, listed, run, store
 
 FROM_CACHE = "answered initialize from the answer kept in"
+TOOLS = rpc(2, "tools/list")
 INITIALIZED = rpc(None, "notifications/initialized")
 
 
@@ -85,25 +86,27 @@ def stop(one: Shared) -> None:
 
 
 def entries(one: Shared) -> dict[str, Any]:
-    return json.loads(one.paths.handshake.read_text())["entries"]
+    return json.loads(one.paths.answers.read_text())["entries"]
 
 
-def edit_cached(one: Shared, change: dict[str, Any]) -> None:
-    """Change every cached result as a different server would have answered."""
-    value = json.loads(one.paths.handshake.read_text())
+def edit_cached(one: Shared, change: dict[str, Any], kind: str = "protocolVersion") -> None:
+    """Change every kept result that holds ``kind`` (an initialize result by default) as a
+    different server would have answered."""
+    value = json.loads(one.paths.answers.read_text())
     for entry in value["entries"].values():
-        if "result" in entry["reply"]:
+        if kind in entry["reply"].get("result", {}):
             entry["reply"]["result"].update(change)
-    one.paths.handshake.write_text(json.dumps(value))
+    one.paths.answers.write_text(json.dumps(value))
 
 
-def test_a_cold_relay_answers_initialize_from_the_cache_before_it_imports_the_sdk(one, tmp_path):
-    """The second start answers ``initialize`` byte for byte as the server did, while no server can
-    run (a client holds the start lock) and before any module of the SDK is imported; then the
-    session is the server's: once the lock is free, tools/list is answered."""
+def test_a_cold_relay_answers_initialize_and_tools_list_while_no_server_can_run(one, tmp_path):
+    """The second start answers ``initialize`` and ``tools/list`` byte for byte as the server did,
+    while no server can run (a client holds the start lock), and imports no module of the MCP
+    SDK, pydantic or an HTTP library at all; then the session is the server's: once the lock is
+    free, a tool call is answered."""
     answer = first_session(one, tmp_path)
     assert json.loads(answer)["result"]["serverInfo"]["name"] == "smriti"
-    assert len(entries(one)) == 1
+    assert len(entries(one)) == 2  # initialize and tools/list
 
     starting = process_lock(one.paths.start_lock)
     starting.acquire()  # no server can start: only the relay can answer
@@ -112,12 +115,18 @@ def test_a_cold_relay_answers_initialize_from_the_cache_before_it_imports_the_sd
     try:
         relay.write(rpc("init", "initialize", INITIALIZE))
         assert relay.raw_line() == answer
+        relay.write(INITIALIZED + TOOLS)
+        tools = json.loads(relay.raw_line())
+        assert [tool["name"] for tool in tools["result"]["tools"]] == [
+            "smriti_store",
+            "smriti_recall",
+            "smriti_manage",
+        ]
         assert not server_running(one.paths)
-        relay.write(INITIALIZED)
-        relay.write(rpc(2, "tools/list"))
+        relay.write(rpc(3, "tools/call", {"name": "smriti_recall", "arguments": {"mode": "list"}}))
         starting.release()
-        relay.collect({2})
-        assert len(relay.replies[-1]["result"]["tools"]) == 3, relay.replies
+        relay.collect({3})
+        assert relay.replies[-1]["result"]["isError"] is False, relay.replies
         assert relay.nulls() == 0
     finally:
         if starting.is_locked:
@@ -125,11 +134,12 @@ def test_a_cold_relay_answers_initialize_from_the_cache_before_it_imports_the_sd
         relay.stop()
     text = log.read_text()
     assert FROM_CACHE in text, text
-    sdk = re.search(r"^import time:.*\| +mcp(_types)?(\.|$)", text, re.MULTILINE)
-    assert sdk is not None  # the SDK was imported, after the answer
-    assert text.index(FROM_CACHE) < sdk.start(), text[: text.index(FROM_CACHE) + 200]
+    heavy = re.findall(
+        r"^import time:.*\| +(mcp|mcp_types|pydantic|httpx2?|anyio|numpy|filelock)(?:\.|$)", text, re.M
+    )
+    assert heavy == [], sorted(set(heavy))
     assert "Traceback" not in text
-    assert "reconnected to the shared Smriti server" in text  # the replay opened the session
+    assert "connected to the shared Smriti server" in text  # the replay opened the session
 
 
 def test_an_mcp_client_session_after_an_answer_from_the_cache(one, tmp_path):
@@ -155,15 +165,14 @@ def test_an_mcp_client_session_after_an_answer_from_the_cache(one, tmp_path):
     async def main() -> None:
         first.update(await session("Grace keeps the keys to the server room."))
         await anyio.to_thread.run_sync(stop, one)
-        assert log.read_text().count(FROM_CACHE) == 0
+        assert "from the answer kept in" not in log.read_text()
         both = await session("Heidi keeps the spare keys.")
         assert first < both and len(both) == 2
 
     run(main, 180)
     text = log.read_text()
-    # The SDK's client probes with server/discover, then falls back to initialize: both are
-    # answered from the cache (it sends the same requests each time).
-    assert text.count(FROM_CACHE) == 1, text
+    # The SDK's client probes with server/discover: the server serves the 2026-07-28 protocol,
+    # so there is no initialize; the second session's probe is answered from the kept answers.
     assert text.count("answered server/discover from the answer kept in") == 1, text
     assert "Traceback" not in text and "differs" not in text, text
 
@@ -180,13 +189,14 @@ def test_a_changed_capability_ends_the_session_and_keeps_the_servers_answer(one,
         relay.write(rpc("init", "initialize", INITIALIZE))
         assert json.loads(relay.raw_line())["result"]["capabilities"]["experimental"] == {"gone": {}}
         relay.write(INITIALIZED)
-        reply = relay.request(2, "tools/list")
+        reply = relay.request(2, "tools/call", {"name": "smriti_recall", "arguments": {"mode": "list"}})
         assert "not the one this client was given" in reply["error"]["message"], reply
         assert relay.process.wait(30) == 1  # with stdin still open: the relay gave up the client
         assert relay.lines.get(timeout=5) is None  # stdout closed, nothing more
     finally:
         relay.stop()
-    assert [entry["reply"] for entry in entries(one).values()] == [{"result": real}]
+    kept_initialize = [e["reply"] for e in entries(one).values() if "protocolVersion" in e["reply"]["result"]]
+    assert kept_initialize == [{"result": real}]
     assert "capabilities" in log.read_text()
 
 
@@ -199,12 +209,14 @@ def test_other_instructions_are_logged_and_the_session_goes_on(one, tmp_path):
         relay.write(rpc("init", "initialize", INITIALIZE))
         assert json.loads(relay.raw_line())["result"]["instructions"] == "Old instructions."
         relay.write(INITIALIZED)
-        assert len(relay.request(2, "tools/list")["result"]["tools"]) == 3
+        reply = relay.request(2, "tools/call", {"name": "smriti_recall", "arguments": {"mode": "list"}})
+        assert reply["result"]["isError"] is False, reply
         relay.close_stdin()
         assert relay.process.wait(30) == 0
     finally:
         relay.stop()
-    assert [entry["reply"] for entry in entries(one).values()] == [{"result": real}]
+    kept_initialize = [e["reply"] for e in entries(one).values() if "protocolVersion" in e["reply"]["result"]]
+    assert kept_initialize == [{"result": real}]
     assert "differs in instructions" in log.read_text()
 
 
@@ -214,7 +226,7 @@ def test_another_request_or_a_torn_cache_takes_the_ordinary_path(one, tmp_path):
     closing it first would also time the shared server's cold start against the relay's answer
     grace, which a loaded machine can exceed (test_stdio_edges covers closing early)."""
     first_session(one, tmp_path)
-    one.paths.handshake.write_text('{"entries": {"x": ')  # torn by hand
+    one.paths.answers.write_text('{"entries": {"x": ')  # torn by hand
     newer = {**INITIALIZE, "protocolVersion": "2025-11-25"}
     log = tmp_path / "ordinary.log"
     relay = RawRelay(one, log)
@@ -228,7 +240,7 @@ def test_another_request_or_a_torn_cache_takes_the_ordinary_path(one, tmp_path):
     finally:
         relay.stop()
     assert FROM_CACHE not in log.read_text()
-    assert len(entries(one)) == 1  # the torn file was replaced by a whole one
+    assert len(entries(one)) == 2  # the torn file was replaced by a whole one
     stop(one)
 
     relay = RawRelay(one, log)  # the same lines again: the first now comes from the cache
@@ -243,58 +255,69 @@ def test_another_request_or_a_torn_cache_takes_the_ordinary_path(one, tmp_path):
 
 
 # ----------------------------------------------------------------------------- in process
-def test_the_lines_read_before_the_transport_come_first_and_whole():
-    async def lines(head: bytes, rest: list[bytes]) -> list[bytes]:
-        async def source():
-            for line in rest:
-                yield line
-
-        return [line async for line in _after(head, source())]
-
-    assert anyio.run(lines, b"", [b"a\n", b"b\n"]) == [b"a\n", b"b\n"]
-    assert anyio.run(lines, b"x\ny\n", [b"a\n"]) == [b"x\n", b"y\n", b"a\n"]
-    assert anyio.run(lines, b'x\n{"par', [b'tial"}\n', b"b"]) == [b"x\n", b'{"partial"}\n', b"b"]
-    assert anyio.run(lines, b"unfinished", []) == [b"unfinished"]
-
-
 @pytest.mark.parametrize(
-    "line",
+    ("line", "request_id"),
     [
-        b"not json",
-        b"[]",
-        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}',
-        b'{"jsonrpc": "1.0", "id": 1, "method": "initialize", "params": {}}',
-        b'{"jsonrpc": "2.0", "id": true, "method": "initialize", "params": {}}',
-        b'{"jsonrpc": "2.0", "id": 1.5, "method": "initialize", "params": {}}',
-        b'{"jsonrpc": "2.0", "method": "initialize", "params": {}}',
-        b'{"jsonrpc": "2.0", "id": 1, "method": "initialize"}',
+        (b"not json", None),
+        (b"[]", None),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}', 1),
+        (b'{"jsonrpc": "2.0", "id": "a", "method": "initialize"}', "a"),
+        (b'{"jsonrpc": "2.0", "id": true, "method": "initialize", "params": {}}', None),
+        (b'{"jsonrpc": "2.0", "id": 1.5, "method": "initialize", "params": {}}', None),
+        (b'{"jsonrpc": "2.0", "method": "notifications/initialized"}', None),
     ],
 )
-def test_only_an_initialize_request_is_answered_early(line):
-    assert handshake_request(line, "initialize") is None
+def test_a_line_is_a_request_only_with_a_method_and_an_id_json_rpc_can_answer(line, request_id):
+    parsed = Line.of(line)
+    assert parsed.id == request_id
+    assert parsed.is_request is (request_id is not None)
+    assert not parsed.is_answer
 
 
-def test_the_cache_keys_answers_by_version_settings_and_request_and_keeps_the_newest(tmp_path, monkeypatch):
-    settings = Settings(storage_location=tmp_path, accessing_user="alice")
-    other = Settings(storage_location=tmp_path, accessing_user="alice", embedding_dims=64)
+def test_a_server_answer_is_told_from_a_server_request():
+    assert Line.of(b'{"jsonrpc": "2.0", "id": 7, "result": {}}').is_answer
+    assert Line.of(b'{"jsonrpc": "2.0", "id": 7, "error": {"code": 1, "message": "x"}}').is_answer
+    assert not Line.of(b'{"jsonrpc": "2.0", "id": 7, "method": "roots/list"}').is_answer
+
+
+def test_the_kept_answers_are_keyed_by_version_settings_request_and_context(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBEDDING_DIMS", "64")
+    names = ["embedding_dims", "storage_location"]
+    answers = KeptAnswers(tmp_path / "smriti-answers.json")
     request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE}
-    key = cache_key(settings, request)
-    assert key == cache_key(
-        settings, {**request, "id": "other", "params": dict(reversed(INITIALIZE.items()))}
+    key = answers.key(request, names=names)
+    assert answers.key(request) is None  # no names known yet: nothing can be kept or found
+    assert key == answers.key(
+        {**request, "id": "other", "params": dict(reversed(INITIALIZE.items()))}, names=names
     )
-    assert key != cache_key(other, request)
-    assert key != cache_key(settings, {**request, "params": {**INITIALIZE, "protocolVersion": "2025-11-25"}})
-    assert key != cache_key(settings, {**request, "method": "server/discover"})
-    monkeypatch.setattr(handshake, "__version__", "0.0.0-other")
-    assert key != cache_key(settings, request)
+    assert key != answers.key(
+        {**request, "params": {**INITIALIZE, "protocolVersion": "2025-11-25"}}, names=names
+    )
+    assert key != answers.key({**request, "method": "server/discover"}, names=names)
+    assert key != answers.key(request, context={"protocolVersion": "2025-06-18"}, names=names)
+    monkeypatch.setenv("EMBEDDING_DIMS", "128")
+    assert key != answers.key(request, names=names)
+    monkeypatch.setenv("LLM_MODEL", "another")  # not among the names: not part of the key
+    monkeypatch.setenv("EMBEDDING_DIMS", "64")
+    assert key == answers.key(request, names=names)
+    monkeypatch.setattr(kept, "__version__", "0.0.0-other")
+    assert key != answers.key(request, names=names)
 
-    (tmp_path / "alice").mkdir()
-    cache = InitializeCache.of(settings)
+
+def test_the_kept_answers_keep_the_newest_and_only_whole_replies(tmp_path):
+    answers = KeptAnswers(tmp_path / "smriti-answers.json")
+    names = ["accessing_user"]
+
+    def request(k: int) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": k, "method": "tools/list", "params": {"cursor": str(k)}}
+
     for k in range(MAX_ENTRIES + 3):
-        cache.put(f"k{k}", {"result": {"n": k}})
-    assert cache.get("k0") is None
-    assert cache.get(f"k{MAX_ENTRIES + 2}") == {"result": {"n": MAX_ENTRIES + 2}}
-    assert len(json.loads(cache.path.read_text())["entries"]) == MAX_ENTRIES
-    assert sorted(p.name for p in cache.path.parent.iterdir()) == [cache.path.name]  # no temporaries
-    cache.put("odd", {"result": {}, "error": {}})
-    assert cache.get("odd") is None  # one reply, of one kind, or none
+        answers.put(request(k), {"result": {"n": k}}, names)
+    assert answers.get(request(0)) is None
+    assert answers.get(request(MAX_ENTRIES + 2)) == {"result": {"n": MAX_ENTRIES + 2}}
+    assert len(json.loads(answers.path.read_text())["entries"]) == MAX_ENTRIES
+    assert sorted(p.name for p in tmp_path.iterdir()) == [answers.path.name]  # no temporaries
+    answers.put(request(1), {"result": {}, "error": {}}, names)
+    assert answers.get(request(1)) is None  # one reply, of one kind, or none
+    answers.put(request(2), {"result": {"n": 2}}, ["another_setting"])  # other names: a new file
+    assert len(json.loads(answers.path.read_text())["entries"]) == 1
