@@ -186,3 +186,39 @@ def test_a_control_character_tag_or_a_huge_word_cannot_crash_the_shared_server(f
         assert again["id"] != stored["id"]
         assert memory.stats()["engrams"] == 2
     assert client.list_graphs() is not None  # the shared server still answers
+
+
+def test_auto_gives_a_new_falkordb_graph_the_semantic_embedder_and_an_old_one_its_own(
+    falkor_server, tmp_path, monkeypatch
+):
+    """As on SQLite, ``EMBEDDING_PROVIDER=auto`` without a key reads what the graph records
+    before opening it: a new graph gets MiniLM (not silently the hashing embedder), a graph
+    made with the hashing embedder keeps it."""
+    from smriti.config import Settings
+    from smriti.providers import minilm
+    from smriti.providers.models import build_embedder, check_embedding_identity, resolve_embedding
+    from smriti.stores import recorded_embedding
+
+    if minilm.missing() is not None:
+        pytest.skip("the local MiniLM embedder is not installed")
+    for name in ("EMBEDDING_DIMS", "EMBEDDING_PROVIDER", "EMBEDDING_API_KEY", "LLM_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    _, port = falkor_server
+    graph = f"falkor_auto_{uuid.uuid4().hex[:8]}"
+    cfg = Settings(
+        storage_location=tmp_path, db_type="falkordb", falkor_addr=f"127.0.0.1:{port}", falkor_graph=graph
+    )
+    assert recorded_embedding(cfg, "alice") is None  # the graph does not exist: nothing created
+    chosen = resolve_embedding(cfg, recorded_embedding(cfg, "alice")).settings
+    assert (chosen.embedding_provider, chosen.embedding_dims) == ("minilm", minilm.DIMS)
+
+    hashing = cfg.model_copy(update={"embedding_provider": "hashing", "embedding_dims": 64})
+    store = open_falkordb(hashing, "bob")
+    try:
+        check_embedding_identity(store, build_embedder(hashing), hashing)
+    finally:
+        store.close()
+    recorded = recorded_embedding(cfg, "bob")
+    assert recorded is not None and recorded.known and recorded.dims == 64
+    kept = resolve_embedding(cfg, recorded).settings
+    assert (kept.embedding_provider, kept.embedding_dims) == ("hashing", 64)

@@ -86,8 +86,8 @@ def resolve_embedding(settings: Settings, recorded: RecordedEmbedding | None = N
     2. what an existing store was made with (``recorded``): MiniLM for a MiniLM store, else the
        hashing embedder at the store's dimension (a store made with an endpoint then fails the
        identity check, saying how to re-embed, as before);
-    3. the hashing embedder when the store's record cannot be read before it opens (Neo4j,
-       FalkorDB: set ``EMBEDDING_PROVIDER=minilm`` for them);
+    3. the hashing embedder when the store's record cannot be read before it opens (Neo4j: set
+       ``EMBEDDING_PROVIDER=minilm`` for it; FalkorDB's is read, as the embedded files are);
     4. for a new store, MiniLM where it is installed (:func:`smriti.providers.minilm.missing`),
        else the hashing embedder.
 

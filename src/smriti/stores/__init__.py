@@ -126,8 +126,8 @@ def recorded_embedding(settings: Settings, user: str | None = None) -> RecordedE
 
     ``EMBEDDING_PROVIDER=auto`` reads this to keep an existing store on its embedder and give a
     new one the best local model: the embedding columns are fixed-size, so the dimension must be
-    known when the store opens. The embedded files are read read-only (nothing is created);
-    Neo4j and FalkorDB are not asked (their stores answer as unknown).
+    known when the store opens. The embedded files are read read-only (nothing is created), and
+    so is a FalkorDB graph; Neo4j is not asked (its stores answer as unknown).
 
     Returns:
         None for a store that does not exist yet or records nothing; else what it records.
@@ -146,6 +146,10 @@ def recorded_embedding(settings: Settings, user: str | None = None) -> RecordedE
             from smriti.stores.kuzu.schema import read_embedding_meta as read_kuzu_meta
 
             meta = read_kuzu_meta(folder / (KUZU_FILE if name == "kuzu" else LADYBUG_FILE), name)
+        elif name == "falkordb":
+            from smriti.stores.cypher.falkordb import read_embedding_meta as read_falkor_meta
+
+            meta = read_falkor_meta(settings, user)
         else:
             return RecordedEmbedding(known=False)
     except Exception as error:  # why: the store's own open reports a broken file properly

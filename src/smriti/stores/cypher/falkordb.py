@@ -48,6 +48,7 @@ falkordblite 0.11):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -148,6 +149,38 @@ def _connect(settings: Settings) -> tuple[Any, str]:
         return client, addr
     except (RedisError, OSError, ValueError) as error:
         raise StoreError(f"cannot reach FalkorDB at FALKOR_ADDR={addr!r}: {error}") from error
+
+
+def read_embedding_meta(settings: Settings, user: str) -> dict[str, str] | None:
+    """The embedding model and dimension ``user``'s graph records, read without opening the store
+    (a read-only query: nothing is created), so ``EMBEDDING_PROVIDER=auto`` can keep an existing
+    graph on its embedder and give a new one the local semantic model, as on SQLite.
+
+    None when the graph does not exist or records nothing yet (a new store).
+
+    Raises:
+        StoreError: FalkorDB cannot be reached (or the query fails).
+    """
+    from redis.exceptions import RedisError, ResponseError
+
+    graph = graph_name_for(settings, validate_user_name(user))
+    client, address = _connect(settings)
+    try:
+        result = client.select_graph(graph).ro_query(
+            "MATCH (m:Meta {user: $user}) WHERE m.key IN ['embedding_model', 'embedding_dims'] "
+            "RETURN m.key, m.value",
+            {"user": user},
+        )
+    except ResponseError as error:
+        if "empty key" in str(error):  # no such graph yet: a new store
+            return None
+        raise StoreError(f"FalkorDB at {address} could not be read: {error}") from error
+    except RedisError as error:
+        raise StoreError(f"FalkorDB at {address} is unreachable: {error}") from error
+    finally:
+        with contextlib.suppress(Exception):
+            client.connection.close()
+    return {str(key): str(value) for key, value in result.result_set} or None
 
 
 class FalkorDBConnection(CypherConnection):
@@ -515,4 +548,11 @@ def open_falkordb(settings: Settings, user: str, *, client: Any = None) -> Falko
         raise
 
 
-__all__ = ["GRAPH_SUFFIX", "FalkorDBConnection", "FalkorDBStore", "graph_name_for", "open_falkordb"]
+__all__ = [
+    "GRAPH_SUFFIX",
+    "FalkorDBConnection",
+    "FalkorDBStore",
+    "graph_name_for",
+    "open_falkordb",
+    "read_embedding_meta",
+]

@@ -156,6 +156,10 @@ class CypherGraphStore(StoreBase):
         applied = parse_applied(self.get_meta(MIGRATIONS_KEY))
         for change in run_migrations(steps, applied, self.set_meta, self.location):
             log.info("%s: migration: %s", self.location, change)
+        # Recorded as the embedded stores do: EMBEDDING_PROVIDER=auto reads it before the next
+        # open (smriti.stores.recorded_embedding) to keep the graph on its dimension.
+        if self.get_meta("embedding_dims") is None:
+            self.set_meta("embedding_dims", str(self.dims))
 
     def run(self, query: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Run one parameterised query (no ``$user`` binding) and return its rows as dicts."""
