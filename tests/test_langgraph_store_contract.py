@@ -69,7 +69,8 @@ def test_nested_and_list_paths_embed_one_vector_per_text_best_one_scores(memory,
     store.put(("d",), "plain", {"title": "gamma"})  # none of the fields: no vector
     for query in ("alpha", "gamma", "delta"):
         found = store.search(("d",), query=query)
-        assert [i.key for i in found] == ["k"] and found[0].score == pytest.approx(1.0, abs=1e-6)
+        assert [i.key for i in found] == ["k", "plain"] and found[0].score == pytest.approx(1.0, abs=1e-6)
+        assert found[1].score is None  # no vector: ranked last
     assert {i.key for i in store.search(("d",))} == {"k", "plain"}
 
 
@@ -80,16 +81,34 @@ def test_put_index_paths_override_the_configured_fields(memory, words):
     assert store.search(("d",), query="alpha")[0].score == pytest.approx(0.0, abs=1e-6)
 
 
-def test_index_false_items_are_listed_and_filtered_but_not_found_by_query(memory, words):
+def test_index_false_items_are_ranked_last_with_no_score_as_in_memory_store_does(memory, words, clock):
+    """An item put with ``index=False`` is not left out of a query search: it comes after every
+    scored item with ``score=None``, as LangGraph's InMemoryStore returns it."""
+    from langgraph.store.memory import InMemoryStore
+
+    reference = InMemoryStore(index={"dims": 16, "embed": words.embed_documents})
     store = make(memory, words)
-    store.put(("d",), "indexed", {"text": "red apple"})
-    store.put(("d",), "hidden", {"text": "red apple"}, index=False)
-    assert [i.key for i in store.search(("d",), query="red apple", limit=10)] == ["indexed"]
-    assert {i.key for i in store.search(("d",))} == {"indexed", "hidden"}
-    assert [i.key for i in store.search(("d",), filter={"text": "red apple"}, limit=10)] != []
+    for one in (store, reference):
+        one.put(("d",), "indexed", {"text": "red apple"})
+        one.put(("d",), "hidden", {"text": "red apple"}, index=False)
+        one.put(("d",), "other", {"text": "green car"})
+    for one in (store, reference):
+        found = one.search(("d",), query="red apple", limit=10)
+        assert [i.key for i in found][-1] == "hidden" and found[-1].score is None, found
+        assert found[0].key == "indexed" and found[0].score == pytest.approx(1.0, abs=1e-6)
+        assert all(i.score is not None for i in found[:-1])
+    assert {i.key for i in store.search(("d",))} == {"indexed", "hidden", "other"}
+    assert [i.key for i in store.search(("d",), query="apple", filter={"text": "red apple"})] == [
+        "indexed",
+        "hidden",
+    ]
     # replacing an indexed item with index=False removes its vector
     store.put(("d",), "indexed", {"text": "red apple"}, index=False)
-    assert store.search(("d",), query="red apple") == []
+    found = store.search(("d",), query="red apple")
+    assert found[0].key == "other" and {(i.key, i.score) for i in found[1:]} == {
+        ("indexed", None),
+        ("hidden", None),
+    }
 
 
 def test_embed_may_be_a_function_or_a_provider_string(memory, words):
@@ -275,21 +294,20 @@ def test_the_sweeper_thread_deletes_expired_items(memory, clock):
 
 
 # ----------------------------------------------------------------------------- async
-def test_sync_methods_raise_on_the_event_loop_thread_async_ones_work(memory, words):
+def test_sync_methods_work_on_the_event_loop_thread_as_in_a_jupyter_cell_async_ones_too(memory, words):
+    """ipykernel runs a cell on an event loop: ``store.put(...)`` there works, as with
+    LangGraph's InMemoryStore and SqliteStore (the work runs in a worker thread)."""
     store = make(memory, words)
 
     async def scenario():
-        for call in (
-            lambda: store.put(("a",), "k", {"text": "alpha"}),
-            lambda: store.get(("a",), "k"),
-            lambda: store.search(("a",), query="alpha"),
-            lambda: store.delete(("a",), "k"),
-            lambda: store.list_namespaces(),
-            lambda: store.batch([GetOp(("a",), "k")]),
-            lambda: store.sweep_ttl(),
-        ):
-            with pytest.raises(asyncio.InvalidStateError, match=r"await store\.aget"):
-                call()
+        store.put(("a",), "k", {"text": "alpha"})
+        assert store.get(("a",), "k").value == {"text": "alpha"}
+        assert [i.key for i in store.search(("a",), query="alpha")] == ["k"]
+        assert store.list_namespaces() == [("a",)]
+        assert store.batch([GetOp(("a",), "k")])[0].key == "k"
+        assert store.sweep_ttl() == 0
+        store.delete(("a",), "k")
+        assert store.get(("a",), "k") is None
         await store.aput(("a",), "k", {"text": "alpha"}, ttl=5)
         found = await store.asearch(("a",), query="alpha")
         from_thread = await asyncio.to_thread(store.get, ("a",), "k")  # a worker thread may

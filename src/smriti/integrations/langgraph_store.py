@@ -22,7 +22,8 @@ decides something the contract leaves open, it is written here and relied on by 
   item of the namespace prefix that passes the filter and has a vector is ranked by the cosine
   similarity of the configured embeddings (``index``; see ``store_index.py``), best first; an
   exact match scores ~1.0. Items put with ``index=False``, or with none of the indexed fields,
-  have no vector and are found by listing and filters only. **Without a query** search lists
+  have no vector: a query search ranks them last, with ``score=None`` (as InMemoryStore
+  does). **Without a query** search lists
   the matching items, most recently updated first, with ``score=None``.
 * **Associative recall coexists as an option.** ``SmritiStore(memory, ranking="recall")`` ranks
   query searches by Smriti's recall instead (cues, associations, clusters, recency, importance
@@ -35,11 +36,12 @@ decides something the contract leaves open, it is written here and relied on by 
 * **TTL** (``store_ttl.py``): ``ttl={"default_ttl", "refresh_on_read", "sweep_interval_minutes",
   "omit_expired"}`` and ``put(..., ttl=minutes)``; expired items are invisible at once and
   deleted by ``sweep_ttl`` or the sweeper (``start_ttl_sweeper``/``stop_ttl_sweeper``).
-* **Async.** The database is embedded and synchronous, so a synchronous method called on an
-  event loop's thread would stall every task of that loop: it raises
-  ``asyncio.InvalidStateError``, as LangGraph's async stores do, and the ``a*`` methods (which
+* **Async.** The database is embedded and synchronous. A synchronous method called on a
+  thread whose event loop is running (a Jupyter cell: ipykernel runs cells on one) runs its
+  work in a worker thread and waits for it, as LangGraph's InMemoryStore and SqliteStore just
+  work there; it holds that loop meanwhile, so inside async code the ``a*`` methods (which
   embed with the model's async API, then run the database work in a worker thread) are the
-  ones to use there. Synchronous graph nodes run in worker threads and may use either.
+  ones to use. Synchronous graph nodes run in worker threads and may use either.
 * **Forgetting.** Items are stored at the important threshold by default, so consolidation
   never prunes them; pass ``importance`` below ``IMPORTANT_THRESHOLD`` to let unused items decay
   away. An item whose engram is gone (pruned, or forgotten through the MCP tools) reads as
@@ -51,10 +53,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import dataclasses
 import json
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -119,18 +122,16 @@ def parse_source(source: str) -> tuple[tuple[str, ...], str] | None:
     return tuple(parts[:-1]), parts[-1]
 
 
-def refuse_event_loop_thread(store: str) -> None:
-    """Raise when called on a thread whose event loop is running (module docstring, Async)."""
+def off_the_loop[T](function: Callable[[], T]) -> T:
+    """``function()``, run in a worker thread when this thread's event loop is running (module
+    docstring, Async): an embedder or a database client that runs a loop of its own
+    (``asyncio.run``) cannot run on a thread whose loop is running."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return
-    raise asyncio.InvalidStateError(
-        f"Synchronous calls to {store} detected in the main event loop. This can lead to "
-        "deadlocks or performance issues. Please use the asynchronous interface for main thread "
-        "operations: replace `store.get(...)` with `await store.aget(...)` (and put, search, "
-        "delete, list_namespaces, batch, sweep_ttl likewise), or call it from a worker thread."
-    )
+        return function()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="smriti-store") as worker:
+        return worker.submit(contextvars.copy_context().run, function).result()
 
 
 @dataclasses.dataclass
@@ -200,11 +201,10 @@ class SmritiStore(BaseStore):
 
     # ------------------------------------------------------------------ BaseStore interface
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` in order; raises ``asyncio.InvalidStateError`` on an event loop's thread."""
-        refuse_event_loop_thread(type(self).__name__)
+        """Run ``ops`` in order (in a worker thread on an event loop's thread: module docstring)."""
         ops = list(ops)
         self._validate(ops)
-        return self._execute(ops, self._embed(ops))
+        return off_the_loop(lambda: self._execute(ops, self._embed(ops)))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
@@ -396,18 +396,24 @@ class SmritiStore(BaseStore):
     def _ranked(
         self, found: list[tuple[SearchItem, str]], prefix: tuple[str, ...], query_vector: list[float]
     ) -> list[tuple[SearchItem, str]]:
-        """The items that have vectors, by cosine similarity to the query (best first)."""
+        """The items by cosine similarity to the query (best first), then those without vectors
+        (put with ``index=False``, or with none of the indexed fields) with ``score`` None, most
+        recently updated first: last, as LangGraph's InMemoryStore ranks them, never left out."""
         stored = self._meta.vectors_under(prefix)
         ranked: list[tuple[SearchItem, str]] = []
+        unranked: list[tuple[SearchItem, str]] = []
         for item, engram_id in found:
             raw = stored.get(vector_key(item.namespace, item.key))
             vectors = decode_vectors(raw, self._index.signature) if raw else None
             if vectors is None:
-                continue  # put with index=False, or none of the indexed fields: listing only
+                item.score = None
+                unranked.append((item, engram_id))
+                continue
             item.score = similarity(query_vector, vectors)
             ranked.append((item, engram_id))
         ranked.sort(key=lambda f: (-(f[0].score or 0.0), -f[0].updated_at.timestamp(), f[0].key))
-        return ranked
+        unranked.sort(key=lambda f: (-f[0].updated_at.timestamp(), f[0].key))
+        return ranked + unranked
 
     def _recall_page(self, op: SearchOp, now: datetime) -> list[tuple[SearchItem, str]]:
         """Rank by Smriti's recall score; keep the prefix's live items that pass the filter."""
@@ -469,8 +475,7 @@ class SmritiStore(BaseStore):
 
     def reindex(self) -> int:
         """Embed every item again with the current index; returns how many items have vectors."""
-        refuse_event_loop_thread(type(self).__name__)
-        return self._reindex()
+        return off_the_loop(self._reindex)
 
     def _reindex(self) -> int:
         count = 0
@@ -496,8 +501,7 @@ class SmritiStore(BaseStore):
     # ------------------------------------------------------------------ TTL
     def sweep_ttl(self) -> int:
         """Delete every expired item (engram and vectors too); returns how many."""
-        refuse_event_loop_thread(type(self).__name__)
-        return self._sweep()
+        return off_the_loop(self._sweep)
 
     async def asweep_ttl(self) -> int:
         """:meth:`sweep_ttl` for the event loop (the work runs in a worker thread)."""
