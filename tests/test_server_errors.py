@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -325,5 +326,47 @@ def test_nan_or_infinite_embeddings_are_refused_and_nothing_is_stored(server_set
             result = await client.call_tool("smriti_store", {"content": "Redis streams back the job queue."})
             assert result.is_error and "NaN or infinite" in result.content[0].text, result.content[0].text
             assert await engram_count(client) == 0
+
+    anyio.run(main)
+
+
+def test_forget_takes_an_unambiguous_id_prefix_and_says_why_it_refuses_one(server_settings):
+    """As the CLI does: the first characters of an id forget that memory; a prefix two ids
+    share, one no id starts with, or one too short, is refused with a message saying which."""
+    import json
+
+    from smriti.memory import Memory
+
+    with Memory.open(server_settings) as memory:  # two memories whose ids share "abcd"
+        for text in ("Olga waters the office plants.", "Pavel orders the team lunch on Fridays."):
+            memory.store(text)
+        records = json.dumps(list(memory.export_records()))
+        old = [r["id"] for r in json.loads(records) if r.get("kind") == "engram"]
+        for engram_id in old:
+            memory.forget(engram_id)
+        new = ["abcd1111-0000-4000-8000-000000000001", "abcd2222-0000-4000-8000-000000000002"]
+        for before, after in zip(old, new, strict=True):
+            records = records.replace(before, after)
+        memory.import_records(json.loads(records))
+
+    async def main() -> None:
+        async with Client(build_server(server_settings)) as client:
+
+            async def forget(memory_id: str) -> Any:
+                return await client.call_tool("smriti_manage", {"action": "forget", "memory_id": memory_id})
+
+            both = await forget("abcd")
+            assert both.is_error and "2 memories have ids starting 'abcd'" in both.content[0].text
+            missing = await forget("zzzz-no-such")
+            assert (
+                missing.is_error and "no memory with an id starting 'zzzz-no-such'" in missing.content[0].text
+            )
+            short = await forget("ab")
+            assert short.is_error and "at least 4 characters" in short.content[0].text
+            assert await engram_count(client) == 2  # nothing was forgotten by those
+            done = await forget("abcd2")
+            assert not done.is_error, done.content
+            assert done.structured_content["details"]["forgotten"] == new[1]
+            assert await engram_count(client) == 1
 
     anyio.run(main)

@@ -34,7 +34,7 @@ import re
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -76,6 +76,9 @@ from smriti.validators import (
     importance_schema,
     limit_schema,
 )
+
+if TYPE_CHECKING:
+    from smriti.memory import Memory
 
 logger = logging.getLogger("smriti.server")
 
@@ -250,11 +253,21 @@ async def smriti_recall(
 async def smriti_manage(
     ctx: ToolContext,
     action: Annotated[Action, Field(description="forget, sync, consolidate or stats")],
-    memory_id: Annotated[str, Field(description="Id of the memory to forget (forget only)")] = "",
+    memory_id: Annotated[
+        str, Field(description="Id of the memory to forget, or its first characters (forget only)")
+    ] = "",
     explain: Annotated[bool, Field(description="consolidate: add the per-step trace")] = False,
 ) -> Annotated[CallToolResult, ManageResult]:
     async with _runtime(ctx) as runtime:
         return await _manage(ctx, runtime, action, memory_id.strip(), explain)
+
+
+def _forget(memory: Memory, memory_id: str) -> dict[str, Any]:
+    """Forget the memory whose id is ``memory_id`` or, as in the CLI, the one memory whose id
+    starts with it (at least 4 characters); an ambiguous or unknown prefix is refused, saying so."""
+    if not memory_id:
+        return memory.forget(memory_id)  # its own message: memory_id is required
+    return memory.forget(memory.resolve_id(memory_id))
 
 
 async def _manage(
@@ -262,7 +275,7 @@ async def _manage(
 ) -> CallToolResult:
     details: dict[str, Any]
     if action == "forget":
-        details = await _call("forget", runtime.memory.forget, memory_id)
+        details = await _call("forget", _forget, runtime.memory, memory_id)
         message = f"forgot memory {details.get('forgotten', memory_id)}"
         await memories_changed(ctx)
     elif action == "sync" and runtime.backup is None:

@@ -145,7 +145,8 @@ MANAGE_DESCRIPTION = """Maintenance operations on the memory.
 
 Actions:
   forget: permanently delete one memory; memory_id is required (take it from a recall
-    result). Use it when the user asks you to forget something or a memory is wrong
+    result; its first characters, at least 4, do when no other id starts with them). Use it
+    when the user asks you to forget something or a memory is wrong
     (store the corrected version separately).
   sync: push the memory database to the configured backup now (fails when BACKUP_TYPE=none).
   consolidate: run maintenance now (decay, prune weak memories, strengthen frequently used
