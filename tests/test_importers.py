@@ -91,3 +91,47 @@ def test_an_export_import_refuses_a_folder(run, tmp_path):
 def test_paragraphs_keep_headings_with_their_text():
     text = "# Title\n\n## Part\n\nBody one.\nStill one.\n\n\nBody two.\n\n# Trailing"
     assert list(paragraphs(text)) == ["# Title ## Part\nBody one.\nStill one.", "Body two.", "# Trailing"]
+
+
+def test_a_text_file_imported_as_an_export_is_told_to_use_from_text(run, tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("We take the night train on Friday.\n")
+    result = run("import", str(path))
+    assert result.exit_code == 2, result.output
+    assert "not JSON" in result.stderr and f"smriti import {path} --from text" in result.stderr
+    assert run("import", str(path), "--from", "text").exit_code == 0  # the suggestion works
+
+
+def test_imported_text_is_embedded_in_batches_and_stored_with_those_vectors(make_context):
+    """The store pipeline embeds one memory at a time; an import embeds ``EMBED_BATCH`` contents
+    per call instead (an endpoint's round trip each), and stores exactly those vectors."""
+    from smriti.cli.importers import items as importer
+    from smriti.memory import Memory
+
+    memory = Memory(make_context())
+    calls: list[list[str]] = []
+    embedder = memory.context.embedder
+    original = embedder.embed_documents
+
+    def counted(texts):
+        calls.append(list(texts))
+        return original(texts)
+
+    embedder.embed_documents = counted  # the context's embedder, counted where it is called
+    texts = [f"Note {n}: the build server {n} restarts at {n % 12} o'clock." for n in range(40)]
+    counts = importer.store_items(memory, [importer.Item(text, "notes.txt") for text in texts])
+    assert counts["stored"] == 40
+    contents = [call for call in calls if set(call) <= set(texts)]
+    assert (
+        [len(call) for call in contents]
+        == [16, 16, 8]
+        == [
+            importer.EMBED_BATCH,
+            importer.EMBED_BATCH,
+            40 - 2 * importer.EMBED_BATCH,
+        ]
+    )  # no content embedded on its own (cue names go to the embedder as before)
+    assert memory.context.embedder is embedder  # put back after the import
+    stored = {r["content"]: r["embedding"] for r in memory.export_records() if r["kind"] == "engram"}
+    for text in texts[:3]:
+        assert stored[text] == pytest.approx(original([text])[0], abs=1e-6)

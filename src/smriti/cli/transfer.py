@@ -60,8 +60,12 @@ def read_records(path: Path, embedding_dims: int | None) -> list[dict[str, Any]]
         with path.open(encoding="utf-8") as stream:
             return parse_lines(stream, embedding_dims)
     except RecordFormatError as error:
-        hint = "; import with the same embedding model or use --reembed"
-        hint = hint if isinstance(error, RecordDimensionError) else ""
+        if isinstance(error, RecordDimensionError):
+            hint = "; import with the same embedding model or use --reembed"
+        elif error.message.startswith("not JSON"):  # a text or Markdown file, most likely
+            hint = f" (an export is JSON Lines; for text: smriti import {path} --from text)"
+        else:
+            hint = ""
         raise InvalidInput(f"{path}:{error.line}: {error.message}{hint}") from None
 
 
@@ -88,13 +92,43 @@ def reembed(records: list[dict[str, Any]], embedder: Any) -> list[dict[str, Any]
     return kept
 
 
+def progress_columns() -> tuple[Any, ...]:
+    """The import bars' columns: what, the bar, done/total, the rate and the time left."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        ProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        """Memories a second (rich's speed column counts bytes)."""
+
+        def render(self, task: Any) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text(f"{speed:,.0f}/s" if speed else "", style="progress.data.speed")
+
+    return (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        RateColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+    )
+
+
 def import_from(memory: Memory, path: Path, reembed_all: bool = False) -> int:
     """Import an export file with a progress bar on stderr; returns the records applied.
 
     With ``reembed_all`` the engrams are embedded again by this memory's embedder, so an
     export made with another embedding model (or dimension) can be imported.
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress
 
     from smriti.cli.render import err
 
@@ -110,8 +144,7 @@ def import_from(memory: Memory, path: Path, reembed_all: bool = False) -> int:
         records = reembed(records, memory.context.embedder)
     memories = sum(1 for record in records if record.get("kind") == "engram")
     console = err()
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console) as progress:
+    with Progress(*progress_columns(), console=console) as progress:
         task = progress.add_task("importing memories", total=memories)
         written = 0
 
@@ -132,15 +165,14 @@ def import_from(memory: Memory, path: Path, reembed_all: bool = False) -> int:
 
 def import_plain(memory: Memory, path: Path, source: str) -> dict[str, int]:
     """``smriti import --from server-memory|text``: store each item with a progress bar."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress
 
     from smriti.cli.importers import read_items, store_items
     from smriti.cli.render import err
 
     items = read_items(Path(path), source)  # type: ignore[arg-type]  # the CLI's choices
     console = err()
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console) as progress:
+    with Progress(*progress_columns(), console=console) as progress:
         task = progress.add_task("storing memories", total=len(items))
         return store_items(memory, items, lambda: progress.advance(task))
 
