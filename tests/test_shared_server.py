@@ -517,3 +517,26 @@ def test_the_relay_reads_the_environment_as_the_settings_do(env, monkeypatch):
         settings.storage_location,
     )
     assert attachment.log_level == settings.log_level
+
+
+def test_smriti_status_counts_an_attached_relay_and_names_the_backend_auto_opened(shared, tmp_path):
+    """With a stdio client attached through its relay, ``smriti status`` shows that session and
+    the backend DB_TYPE=auto resolved to (not "sessions 0" and "db_type auto")."""
+    from tests.raw_stdio import RawServer
+
+    one = shared(DB_TYPE="auto")
+    relay = RawServer(one.env, tmp_path / "relay.log")
+    try:
+        relay.initialize()
+        assert relay.request(2, "tools/list")["result"]["tools"]
+        shown = one.cli("status", "--json")
+        assert shown.returncode == 0, shown.stderr
+        status = json.loads(shown.stdout)
+        assert status["sessions"] == 1, status
+        assert (status["db_type"], status["db_type_setting"]) == ("sqlite", "auto"), status
+        table = one.cli("status")
+        assert "sqlite" in table.stdout and "sessions" in table.stdout
+    finally:
+        relay.close_stdin()
+        relay.process.wait(10)
+        relay.stop()

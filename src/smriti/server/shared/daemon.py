@@ -187,13 +187,16 @@ def run(settings: Settings) -> None:
 
     def status() -> dict[str, Any]:
         activity: Activity = holder["activity"]
+        runtime = holder.get("runtime")
         return {
             "pid": os.getpid(),
             "user": settings.accessing_user,
             "socket": str(paths.socket),
             "log": str(paths.log),
             "version": __version__,
-            "db_type": settings.db_type,
+            # What the memory opened with (DB_TYPE=auto resolves per user folder) and the setting
+            "db_type": runtime.memory.context.store.backend if runtime is not None else settings.db_type,
+            "db_type_setting": settings.db_type,
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "uptime_s": round(time.time() - started, 1),
             # HTTP sessions (the CLI's; no public count in mcp 2.3) and relays' connections
