@@ -239,12 +239,15 @@ class Relay:
         for _ in range(_CONNECT_ATTEMPTS):
             try:
                 session = self._ready()
-            except (SmritiError, OSError) as error:
+            except SmritiError as error:  # no server could be started: its reason
                 logger.error("cannot reach the shared Smriti server: %s", error)
                 if line.is_request:
                     self.answer(_error(line.id, str(error)))
                 _exit_if_settings_refused()
                 return
+            except OSError as error:  # it went away while connecting: try again
+                logger.warning("connecting to the shared Smriti server failed: %s", error)
+                continue
             if self.ended is not None:
                 if line.is_request:
                     self.answer(_error(line.id, self.ended))
