@@ -10,7 +10,9 @@ every round so the machine's load falls on each alike:
 * ``shared-cold``: the same with the shared server stopped first (``smriti stop``), the relay's
   kept answers present (any start after the first);
 * ``in-process``: ``SMRITI_SHARED=false`` (the server in the client's process);
-* ``reference``: the reference server on a memory file of the same N memories.
+* ``reference``: the reference server on a memory file of the same N memories;
+* ``baseline-warm``/``baseline-cold`` (``--baseline PATH``): another ``smriti-mcp``, e.g. the
+  main branch's, the same way (its own shared server, started and stopped in turn).
 
 Run from the repository root::
 
@@ -146,6 +148,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--dims", type=int, default=1536)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another smriti-mcp (an older checkout's console script) measured the same way, alternated",
+    )
     args = parser.parse_args(argv)
 
     storage, memory_file = prepare(args.size, args.dims)
@@ -179,6 +187,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for name, value in session(reference, ref_env, ref_recall, errlog).items():
             add(f"reference {name}", value)
         add("reference stateless_call_s", stateless(reference, ref_env, ref_recall, errlog))
+        if args.baseline is not None:
+            other = [str(args.baseline)]
+            stop_shared(shared)
+            session(other, shared, recall, errlog)  # its own shared server up (untimed)
+            for name, value in session(other, shared, recall, errlog).items():
+                add(f"baseline-warm {name}", value)
+            add("baseline-warm stateless_call_s", stateless(other, shared, recall, errlog))
+            stop_shared(shared)
+            for name, value in session(other, shared, recall, errlog).items():
+                add(f"baseline-cold {name}", value)
         stop_shared(shared)
         for name, value in session(smriti, shared, recall, errlog).items():
             add(f"shared-cold {name}", value)
