@@ -157,3 +157,15 @@ def test_the_line_check_answers_in_the_relays_place_and_nothing_reaches_a_server
         }
     ]
     assert not Path(tmp_path / "alice" / "smriti-server.log").exists()  # no server was started
+
+
+def test_a_relative_storage_location_is_the_clients_folder_for_the_server_too(tmp_path, monkeypatch):
+    """The shared server runs in the user folder: a relative STORAGE_LOCATION is resolved where
+    the client started the relay, and the server is given that folder."""
+    from smriti.server.shared.client import shared_paths
+
+    monkeypatch.chdir(tmp_path)
+    attachment = Attachment.from_environment({"STORAGE_LOCATION": "memories", "ACCESSING_USER": "alice"})
+    assert attachment is not None
+    assert attachment.storage_location == tmp_path / "memories"
+    assert shared_paths(attachment).folder == tmp_path / "memories" / "alice"

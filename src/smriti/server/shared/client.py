@@ -96,7 +96,8 @@ class Attachment:
             return None
         return cls(
             accessing_user=env.get("accessing_user") or default_user(),
-            storage_location=Path(env.get("storage_location") or "~/.smriti").expanduser(),
+            # absolute: the server it starts runs in the user folder (see _spawn)
+            storage_location=Path(env.get("storage_location") or "~/.smriti").expanduser().absolute(),
             log_level=level,
         )
 
@@ -328,7 +329,11 @@ def _warn_if_other_settings(status: dict[str, Any]) -> None:
 
 
 def _spawn(paths: SharedPaths) -> subprocess.Popen[bytes]:
-    """Start the server in a new session (no terminal, survives this client), logging to a file."""
+    """Start the server in a new session (no terminal, survives this client), logging to a file.
+
+    It runs in the user folder, so STORAGE_LOCATION goes to it as the absolute folder this
+    client resolved (a relative one would be read again from there).
+    """
     if paths.log.exists() and paths.log.stat().st_size > _LOG_ROTATE_BYTES:
         paths.log.replace(paths.log.with_suffix(".log.1"))
     fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -339,6 +344,7 @@ def _spawn(paths: SharedPaths) -> subprocess.Popen[bytes]:
             stdout=fd,
             stderr=fd,
             cwd=paths.folder,
+            env={**os.environ, "STORAGE_LOCATION": str(paths.folder.parent.absolute())},
             start_new_session=True,  # its own session: a client's Ctrl-C or hang-up is not its
         )
     finally:
