@@ -261,6 +261,11 @@ class Settings(BaseSettings):
     vector_relative_floor: float = Field(
         default=0.0, ge=0, lt=1, description="recall admits vector hits above this share of the best cosine"
     )
+    fusion: Literal["hand", "learned"] = Field(
+        default="hand",
+        description="how the recall branches are fused: the hand-set weights below (FUSION_WEIGHT_*), "
+        "or the logistic model fitted on turns, notes and passages (nodes/learned.py)",
+    )
     fusion_weight_similarity: float = Field(
         default=0.3, ge=0, description="rank-fusion weight of vector search"
     )

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from smriti.nodes.learned import learned_relevance
 from smriti.nodes.scoring import DEFAULT_FUSION, Fusion, cosine, fused_relevance, vector_norm
 from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState
 from smriti.stores.base import MAX_CUE_NAME, normalise_cue_name
@@ -73,6 +74,9 @@ def score_relevance(
         candidate.relevance = candidate.similarity
         return
     signals = {branch: getattr(candidate, attr) for branch, attr in SIGNALS.items()}
+    if fusion.model is not None:
+        candidate.relevance, candidate.ranks = learned_relevance(signals, ranked, fusion.model)
+        return
     candidate.relevance, candidate.ranks = fused_relevance(signals, ranked, fusion)
 
 

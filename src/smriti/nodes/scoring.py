@@ -21,6 +21,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from smriti.config import Settings
+    from smriti.nodes.learned import FusionModel
     from smriti.nodes.state import Candidate
 
 # How the three direct signals are fused into one relevance. Full text leads: on
@@ -49,6 +50,7 @@ class Fusion:
     weights: Mapping[str, float]  # branch -> weight
     k: int = FUSION_K
     score_share: float = SCORE_SHARE
+    model: FusionModel | None = None  # FUSION=learned: the fitted model replaces the weights
 
 
 DEFAULT_FUSION = Fusion(FUSION_WEIGHTS)
@@ -426,7 +428,13 @@ SIMILARITY = SimilarityProfile()
 
 
 def build_fusion(settings: Settings) -> Fusion:
-    """The branch weights and rank constant of FUSION_WEIGHT_* and FUSION_K."""
+    """The branch weights and rank constant of FUSION_WEIGHT_* and FUSION_K; with
+    FUSION=learned, the shipped model (``nodes/learned.py``) instead."""
+    if settings.fusion == "learned":
+        from smriti.nodes.learned import shipped_model
+
+        model = shipped_model()
+        return Fusion({}, model.k, 0.0, model)
     return Fusion(
         {
             "similarity": settings.fusion_weight_similarity,
