@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ def tune_scores(
     rebuild: bool = False,
     questions: int | None = None,
     labelled: bool = False,
+    asker: Callable[..., None] = ask_variants,
 ) -> Scores:
     """Every variant's answers to the questions of ``half`` (tune = first half of the loaded
     questions, heldout = second, all); ``questions`` loads that many evenly spaced (default 500)."""
@@ -60,7 +62,7 @@ def tune_scores(
         folder, USER, embedder, NOW, [Document(p.title, p.content) for p in passages], rebuild
     )
     scores = Scores()
-    ask_variants(folder, USER, embedder, NOW, keys_of, asked, variants, scores.add)
+    asker(folder, USER, embedder, NOW, keys_of, asked, variants, scores.add)
     return scores
 
 

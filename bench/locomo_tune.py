@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ def tune_scores(
     conversations: int | None = None,
     questions: int | None = None,
     max_turns: int | None = None,
+    asker: Callable[..., None] = ask_variants,
 ) -> Scores:
     """Every variant's answers to the questions of categories 1-4 of ``split``, one store per
     conversation (turn = memory, source = session, occurred_at = session date, clock frozen 1 h
@@ -68,7 +70,7 @@ def tune_scores(
         asked = spaced(
             [q for q in conversation_questions(sample, None, known)[0] if q.category in SCORED], questions
         )
-        ask_variants(folder, user, embedder, end, keys_of, asked, variants, scores.add)
+        asker(folder, user, embedder, end, keys_of, asked, variants, scores.add)
     return scores
 
 

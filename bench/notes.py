@@ -28,6 +28,7 @@ import argparse
 import re
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -147,6 +148,7 @@ def tune_scores(
     questions: int | None = None,
     baselines: bool = False,
     scores: NoteScores | None = None,
+    asker: Callable[..., None] = ask_variants,
 ) -> NoteScores:
     """Every variant's answers (and, with ``baselines``, Smriti search and the baselines') to the
     notes questions of ``split``; ``questions`` evenly spaced per conversation when given."""
@@ -160,7 +162,7 @@ def tune_scores(
         documents = [Document(n.key, n.content, "", n.when) for n in notes]
         keys_of = cached_store(folder, user, embedder, end, documents, rebuild)
         search = SMRITI_SEARCH if baselines else None
-        ask_variants(folder, user, embedder, end, keys_of, asked, variants, scores.add, search=search)
+        asker(folder, user, embedder, end, keys_of, asked, variants, scores.add, search=search)
         if baselines:
             warm = getattr(embedder, "warm", None)
             if warm is not None:

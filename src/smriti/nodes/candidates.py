@@ -75,7 +75,9 @@ def score_relevance(
         return
     signals = {branch: getattr(candidate, attr) for branch, attr in SIGNALS.items()}
     if fusion.model is not None:
-        candidate.relevance, candidate.ranks = learned_relevance(signals, ranked, fusion.model)
+        candidate.relevance, candidate.ranks, candidate.fused = learned_relevance(
+            signals, ranked, fusion.model
+        )
         return
     candidate.relevance, candidate.ranks = fused_relevance(signals, ranked, fusion)
 

@@ -98,8 +98,12 @@ def fusion_features(
     dense = tuple(ranked.get("similarity", ()))
     median, spread, confident = _dense_shape(dense)
     similarity = signals.get("similarity", 0.0)
-    features["similarity_gap"] = max(-3.0, min(3.0, (similarity - median) / spread)) if similarity > 0 else 0.0
-    features["agreement"] = float(ranks.get("similarity", TOP + 1) <= TOP and ranks.get("text", TOP + 1) <= TOP)
+    features["similarity_gap"] = (
+        max(-3.0, min(3.0, (similarity - median) / spread)) if similarity > 0 else 0.0
+    )
+    features["agreement"] = float(
+        ranks.get("similarity", TOP + 1) <= TOP and ranks.get("text", TOP + 1) <= TOP
+    )
     features["dense_confident"] = confident
     features["similarity_rank_x_confident"] = features["similarity_rank"] * confident
     features["text_rank_x_confident"] = features["text_rank"] * confident
@@ -108,7 +112,7 @@ def fusion_features(
 
 def learned_relevance(
     signals: Mapping[str, float], ranked: Mapping[str, Sequence[float]], model: FusionModel
-) -> tuple[float, dict[str, int]]:
-    """The model's relevance of one candidate, and its branch ranks."""
+) -> tuple[float, dict[str, int], dict[str, float]]:
+    """The model's relevance of one candidate, its branch ranks and each feature's contribution."""
     features, ranks = fusion_features(signals, ranked, model.k)
-    return model.relevance(features), ranks
+    return model.relevance(features), ranks, model.contributions(features)

@@ -175,6 +175,8 @@ def format_item(candidate: Candidate, explain: bool) -> dict[str, Any]:
             "relevance": round(candidate.relevance, 6),
             # each branch's rank, as fused into relevance
             **{f"rank_{branch}": rank for branch, rank in candidate.ranks.items()},
+            # with FUSION=learned: each feature's share of the model's log-odds (nodes/learned.py)
+            **{f"fusion_{name}": round(value, 6) for name, value in candidate.fused.items()},
             **{f"focus_{name}": round(value, 6) for name, value in candidate.focus.items()},
             **(
                 {"rerank_score": round(candidate.rerank_score, 6)}

@@ -235,6 +235,7 @@ class Candidate:
     # fusion
     relevance: float = 0.0
     ranks: dict[str, int] = field(default_factory=dict)  # branch -> rank among its direct hits
+    fused: dict[str, float] = field(default_factory=dict)  # learned fusion: feature -> w * x (explain)
     # Memory Fabric
     cross_validated: bool = False
     merged_ids: list[str] = field(default_factory=list)
