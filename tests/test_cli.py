@@ -317,14 +317,15 @@ def test_make_refuses_a_venv_of_another_python(tmp_path):
     assert not (project / ".venv" / ".installed").exists()
 
 
-def test_the_readme_command_line_example_works_offline(cli):
-    """The README's store-then-recall example, as written (optional [flags] dropped), no API key."""
+def test_the_docs_command_line_example_works_offline(cli):
+    """The command-line page's store-then-recall example, as written (optional [flags] dropped),
+    no API key."""
     import re
     import shlex
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    block = readme.split("## Command line", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    page = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
+    block = page.split("# Command line", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
     store_line = next(line for line in block.splitlines() if line.startswith("smriti store "))
     recall_line = next(line for line in block.splitlines() if line.startswith("smriti recall "))
     recall_line = re.sub(r"\s*\[[^\]]*\]", "", recall_line)
@@ -335,19 +336,19 @@ def test_the_readme_command_line_example_works_offline(cli):
     assert [item["id"] for item in found["results"]][:1] == [memory_id]
 
 
-def test_the_readme_python_example_runs_offline(tmp_path, monkeypatch):
-    """The README's first Python block, executed as written, without an API key."""
+def test_the_docs_python_example_runs_offline(tmp_path, monkeypatch):
+    """The library page's first Python block, executed as written, without an API key."""
     from pathlib import Path
 
     for name, value in offline_env(
         tmp_path / "store", LLM_PROVIDER="auto", EMBEDDING_PROVIDER="auto"
     ).items():
         monkeypatch.setenv(name, value)
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme.split("## Using Smriti from Python and LangGraph", 1)[1]
+    page = (Path(__file__).resolve().parent.parent / "docs" / "library.md").read_text()
+    section = page.split("## Using Smriti from Python", 1)[1]
     code = section.split("```python", 1)[1].split("```", 1)[0]
     namespace: dict = {}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/library.md", "exec"), namespace)
     memory = namespace["memory"]
     try:
         found = memory.recall("which vector store does Alice like?", limit=5)

@@ -442,18 +442,24 @@ def test_a_client_with_other_settings_is_told_that_the_running_server_keeps_its_
 
 
 def test_the_readme_block_and_the_examples_name_one_memory_for_every_client():
-    """The README's quick-start block is one server entry that every client can use, and the
-    three example configurations point at the same user and folder, so they share one server."""
+    """The README's client block (the same in the getting-started page) is one server entry that
+    every client can use, offline with no key, and the three example configurations point at the
+    same user and folder, so they share one server."""
     import re
 
-    readme = (EXAMPLES.parents[1] / "README.md").read_text()
-    section = readme.split("### In an MCP client", 1)[1].split("###", 1)[0]
-    block = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
-    (entry,) = block["mcpServers"].values()
+    root = EXAMPLES.parents[1]
+    readme = (root / "README.md").read_text()
+    section = readme.split("### In an MCP client", 1)[1].split("##", 1)[0]
+    text = re.search(r"```json\n(.*?)```", section, re.S).group(1)
+    assert f"```json\n{text}```" in (root / "docs" / "getting-started.md").read_text()
+    (entry,) = json.loads(text)["mcpServers"].values()
     assert Path(entry["command"]).name == "smriti-mcp"
     assert entry["args"] == []  # langchain-mcp-adapters refuses a stdio entry without args
-    assert {"ACCESSING_USER", "STORAGE_LOCATION"} <= set(entry["env"])
-    assert "SMRITI_SHARED" not in entry["env"]  # the default: shared
+    env = entry.get("env", {})
+    # One memory for every client: the defaults (the OS user, ~/.smriti) or a user and folder named.
+    assert ("ACCESSING_USER" in env) == ("STORAGE_LOCATION" in env)
+    assert not any(name.endswith("_API_KEY") for name in env)  # the offline default needs none
+    assert "SMRITI_SHARED" not in env  # the default: shared
     places = set()
     for name in ("claude_desktop", "cursor", "windsurf"):
         for server in json.loads((EXAMPLES / f"{name}.json").read_text())["mcpServers"].values():

@@ -129,6 +129,7 @@ def _memory_time(state: StoreState, context: MemoryContext) -> datetime:
 
 @traced("write")
 def write(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Write the new engram (content, offline analysis, embedding, its time) under the write lock."""
     context = runtime.context
     analysis = state["analysis"]
     moment = _memory_time(state, context)

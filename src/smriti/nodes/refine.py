@@ -181,7 +181,8 @@ def rerank_order(candidates: Sequence[Candidate], top_n: int) -> list[Candidate]
 
 @traced("rerank")
 def rerank(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """With a reranker (RERANKER), blend its score into the top candidates' relevance:
+    """With a reranker (RERANKER; none by default), blend its score into the relevance of the top
+    RERANK_TOP_N candidates.
 
         relevance' = (1 - RERANK_WEIGHT) * relevance + RERANK_WEIGHT * reranker score
 
