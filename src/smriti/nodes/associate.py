@@ -81,7 +81,7 @@ def activate(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, A
         if candidate.graph_score > 0 and "graph" not in candidate.origins:
             candidate.origins = [*candidate.origins, "graph"]
         score_relevance(candidate, ranked, state["mode"], context.fusion)
-    everything.sort(key=lambda c: (-c.relevance, c.id))
+    everything.sort(key=lambda c: (-c.relevance, c.tie))
     return {
         "candidates": everything,
         "branch_scores": ranked,
@@ -150,7 +150,7 @@ def conversation_context(state: RecallState, runtime: Runtime[MemoryContext]) ->
                 candidate.via = via
             raised.append(candidate)
         out.append(candidate)
-    out.sort(key=lambda c: (-c.relevance, c.id))
+    out.sort(key=lambda c: (-c.relevance, c.tie))
     return {
         "candidates": out,
         "_candidates": trace_scores(raised),
@@ -193,7 +193,7 @@ def multi_hop(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
             known[candidate.id] = candidate
         candidates.extend(new)
         added += len(new)
-        frontier = sorted(new, key=lambda c: (-c.relevance, c.id))[:HOP_SEEDS]
+        frontier = sorted(new, key=lambda c: (-c.relevance, c.tie))[:HOP_SEEDS]
     return {
         "candidates": candidates,
         "_candidates": trace_scores([c for c in candidates if c.hops]),
@@ -218,7 +218,7 @@ def episode_context(state: RecallState, runtime: Runtime[MemoryContext]) -> dict
             candidate.relevance, evidence[episode_of(candidate)], best, settings.episode_weight
         )
         out.append(candidate)
-    out.sort(key=lambda c: (-c.relevance, c.id))
+    out.sort(key=lambda c: (-c.relevance, c.tie))
     strongest = sorted(evidence.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
     return {
         "candidates": out,

@@ -88,7 +88,7 @@ def best_with_ties(candidates: Sequence[Candidate], n: int) -> list[Candidate]:
     Which of several equally relevant candidates made a cut would otherwise depend on their
     ids (random), and a stage seeded by them would rank the same memories differently per store.
     """
-    ordered = sorted(candidates, key=lambda c: (-c.relevance, c.id))
+    ordered = sorted(candidates, key=lambda c: (-c.relevance, c.tie))
     if n <= 0:
         return []
     if len(ordered) <= n:

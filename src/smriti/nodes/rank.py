@@ -77,7 +77,7 @@ def demote_superseded(state: RecallState, runtime: Runtime[MemoryContext]) -> di
                 item.score = max(0.0, newer - 1e-6)
             item.components = {**item.components, "superseded": item.score / before if before else 0.0}
         demoted.append(item)
-    demoted.sort(key=lambda c: (-c.score, c.id))
+    demoted.sort(key=lambda c: (-c.score, c.tie))
     shown = [c for c in demoted if c.superseded_by]
     return {
         "results": demoted,

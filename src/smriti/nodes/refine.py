@@ -165,7 +165,7 @@ def focus(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
         for factor in item.focus.values():
             item.relevance *= factor
         candidates.append(item)
-    candidates.sort(key=lambda c: (-c.relevance, c.id))
+    candidates.sort(key=lambda c: (-c.relevance, c.tie))
     return {
         "candidates": candidates,
         "_candidates": trace_scores(candidates),
@@ -176,7 +176,7 @@ def focus(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
 # ----------------------------------------------------------------------------- rerank
 def rerank_order(candidates: Sequence[Candidate], top_n: int) -> list[Candidate]:
     """The ``top_n`` candidates most likely to end on top: the reranker reads these only."""
-    return sorted(candidates, key=lambda c: (-c.relevance, c.id))[:top_n]
+    return sorted(candidates, key=lambda c: (-c.relevance, c.tie))[:top_n]
 
 
 @traced("rerank")
@@ -285,7 +285,7 @@ def dedupe_results(
     it had merged) in ``merged_ids``, the union of entities, tags and origins, and is marked
     ``cross_validated``. Returns copies; the inputs are not changed.
     """
-    ordered = sorted(results, key=lambda r: (-r.relevance, r.id))
+    ordered = sorted(results, key=lambda r: (-r.relevance, r.tie))
     unit = unit_rows(ordered) if similarity is None else None
     pairs = similarity(ordered) if similarity is not None else None
     kept_unit = np.empty_like(unit) if unit is not None else None  # kept rows, contiguous

@@ -362,7 +362,7 @@ def bridge(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any
         by_id[engram_id] = item
         raised.append(item)
     kept = {c.id for c in candidates} | {c.id for c in raised}
-    out = sorted((c for i, c in by_id.items() if i in kept), key=lambda c: (-c.relevance, c.id))
+    out = sorted((c for i, c in by_id.items() if i in kept), key=lambda c: (-c.relevance, c.tie))
     return {
         "candidates": out,
         "_candidates": trace_scores(raised),

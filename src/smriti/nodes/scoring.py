@@ -294,8 +294,9 @@ def shortlist(bounds: Sequence[tuple[float, float]], keep: int) -> list[int]:
 
 
 def rank(candidates: Iterable[Candidate]) -> list[Candidate]:
-    """Best score first; ties broken by id so every backend returns the same order."""
-    return sorted(candidates, key=lambda c: (-c.score, c.id))
+    """Best score first; ties broken by :attr:`Candidate.tie` (the same order in every store of
+    the same content)."""
+    return sorted(candidates, key=lambda c: (-c.score, c.tie))
 
 
 # ----------------------------------------------------------------------------- profiles

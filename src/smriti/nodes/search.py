@@ -268,7 +268,7 @@ def gather(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any
     ranked = branch_scores(candidates)
     for candidate in candidates:
         score_relevance(candidate, ranked, state["mode"], runtime.context.fusion)
-    candidates.sort(key=lambda c: (-c.relevance, c.id))
+    candidates.sort(key=lambda c: (-c.relevance, c.tie))
     return {
         "candidates": candidates,
         "branch_scores": ranked,

@@ -14,9 +14,6 @@ from __future__ import annotations
 import abc
 import functools
 import re
-import secrets
-import threading
-import time
 import typing
 import uuid
 from abc import ABC, abstractmethod
@@ -48,36 +45,10 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class _TimeOrderedIds:
-    """UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, then a counter, then random bits.
-
-    Ids sort in the order they were made. Every ranking breaks ties by id, so two stores of the
-    same content stored in the same order rank alike: with random (v4) ids the tie order was a
-    coin toss per store, and reinforcement amplified it (322 of 776 LoCoMo questions ranked
-    differently between two identical stores). Within one millisecond a 12-bit counter keeps
-    the order; it borrows the next millisecond when it runs out, so ids never go backwards.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._last_ms = 0
-        self._counter = 0
-
-    def __call__(self) -> str:
-        with self._lock:
-            now_ms = time.time_ns() // 1_000_000
-            if now_ms > self._last_ms:
-                self._last_ms, self._counter = now_ms, 0
-            else:
-                self._counter += 1
-                if self._counter > 0xFFF:
-                    self._last_ms, self._counter = self._last_ms + 1, 0
-            ms, counter = self._last_ms, self._counter
-        value = (ms & (1 << 48) - 1) << 80 | 0x7 << 76 | counter << 64 | 0b10 << 62 | secrets.randbits(62)
-        return str(uuid.UUID(int=value))
-
-
-new_id = _TimeOrderedIds()
+def new_id() -> str:
+    # Random (v4), so the start of an id identifies a memory (`smriti forget 3f2a…`); recall
+    # breaks score ties by creation time and content instead (nodes/state.py, Candidate.tie).
+    return str(uuid.uuid4())
 
 
 _SPACES = re.compile(r"\s+")
