@@ -55,7 +55,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from smriti.stores.base import StoreError, validate_user_name
-from smriti.stores.cypher.connection import CypherConnection, EmbeddingJoin, UserGraph
+from smriti.stores.cypher.connection import CypherConnection, EmbeddingJoin, Statement, UserGraph
+from smriti.stores.cypher.falkor_exec import Durability, run_transaction
 from smriti.stores.cypher.falkor_params import Vector32, params_header, refuse_nul
 from smriti.stores.cypher.store import CypherGraphStore
 from smriti.stores.migrations import Migration
@@ -162,10 +163,19 @@ class FalkorDBConnection(CypherConnection):
 
     backend = "falkordb"
 
-    def __init__(self, client: Any, graph_name: str, *, location: str, owns_client: bool = False) -> None:
+    def __init__(
+        self,
+        client: Any,
+        graph_name: str,
+        *,
+        location: str,
+        owns_client: bool = False,
+        durability: Durability | None = None,
+    ) -> None:
         self.client = client
         self.graph_name = graph_name
         self.location = location
+        self.durability = durability or Durability()
         self._graph = client.select_graph(graph_name)
         self._owns_client = owns_client
 
@@ -188,6 +198,21 @@ class FalkorDBConnection(CypherConnection):
             raise StoreError(f"FalkorDB query failed on graph {self.graph_name!r}: {error}") from error
         names = [column[1] for column in result.header]
         return [dict(zip(names, row, strict=True)) for row in result.result_set]
+
+    def run_atomically(self, statements: Sequence[Statement]) -> None:
+        """One MULTI/EXEC of the statements' GRAPH.QUERY commands (``falkor_exec``), then WAIT
+        for FALKOR_WAIT_REPLICAS replicas when set."""
+        commands = []
+        for query, params in statements:
+            header = params_header(params) if params else ""
+            if header is None:  # a value the fast form cannot carry: the client's own encoding
+                refuse_nul(params)
+                header = self._graph._build_params_header(dict(params))
+            commands.append(("GRAPH.QUERY", self.graph_name, header + query, "--compact"))
+        try:
+            run_transaction(self.client.connection, self.graph_name, commands, self.durability)
+        except StoreError as error:
+            raise StoreError(f"{error} ({self.location})") from error
 
     def close(self) -> None:
         if self._owns_client:
@@ -435,10 +460,13 @@ class FalkorDBStore(CypherGraphStore):
         isolation: str,
         location: str,
         owns_client: bool = False,
+        durability: Durability | None = None,
     ) -> None:
         self.client = client
         self.graph_name = graph_name
-        connection = FalkorDBConnection(client, graph_name, location=location, owns_client=owns_client)
+        connection = FalkorDBConnection(
+            client, graph_name, location=location, owns_client=owns_client, durability=durability
+        )
         super().__init__(connection, user=user, dims=dims, isolation=isolation)
 
     @contextmanager
@@ -508,6 +536,9 @@ def open_falkordb(settings: Settings, user: str, *, client: Any = None) -> Falko
             isolation=settings.falkor_isolation,
             location=location,
             owns_client=owns,
+            durability=Durability(
+                settings.falkor_wait_replicas, settings.falkor_wait_ms, settings.falkor_failover_seconds
+            ),
         )
     except Exception:
         if owns:
