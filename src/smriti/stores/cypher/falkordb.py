@@ -140,15 +140,41 @@ def _connect(settings: Settings) -> tuple[Any, str]:
         if "://" in addr:
             kwargs = {"password": password} if password else {}
             return falkordb.FalkorDB.from_url(addr, **kwargs), addr.split("@")[-1]
-        host, _, port = addr.rpartition(":")
-        host = host.strip("[]")  # "[::1]:6379"
-        if not host or not port.isdigit():
+        nodes = [_host_port(part) for part in addr.split(",") if part.strip()]
+        if not nodes:
             raise StoreError(f"FALKOR_ADDR={addr!r} is not host:port (e.g. localhost:6379)")
-        # The client talks to the server while it is constructed (sentinel/cluster probe).
-        client = falkordb.FalkorDB(host=host, port=int(port), password=password, socket_connect_timeout=10)
-        return client, addr
+        return _first_answering(falkordb, nodes, password), addr
     except (RedisError, OSError, ValueError) as error:
         raise StoreError(f"cannot reach FalkorDB at FALKOR_ADDR={addr!r}: {error}") from error
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.strip().rpartition(":")
+    host = host.strip("[]")  # "[::1]:6379"
+    if not host or not port.isdigit():
+        raise StoreError(f"FALKOR_ADDR part {text.strip()!r} is not host:port (e.g. localhost:6379)")
+    return host, int(port)
+
+
+def _first_answering(falkordb: Any, nodes: list[tuple[str, int]], password: str | None) -> Any:
+    """A client of the first of ``nodes`` that answers. The client talks to the server while
+    it is constructed (its sentinel and cluster probe) and becomes a cluster client when the
+    server is a Redis Cluster node; every node listed is then a startup node, so a client can
+    start, and find the cluster again, while some of them are down (docs/cluster.md)."""
+    from redis.cluster import ClusterNode
+    from redis.exceptions import RedisError
+
+    startup = [ClusterNode(host, port) for host, port in nodes] if len(nodes) > 1 else None
+    failure: Exception | None = None
+    for host, port in nodes:
+        try:
+            return falkordb.FalkorDB(
+                host=host, port=port, password=password, socket_connect_timeout=10, startup_nodes=startup
+            )
+        except (RedisError, OSError) as error:
+            failure = error
+    assert failure is not None
+    raise failure
 
 
 class FalkorDBConnection(CypherConnection):
