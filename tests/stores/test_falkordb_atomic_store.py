@@ -13,6 +13,8 @@ from __future__ import annotations
 import random
 import threading
 import time
+import uuid
+from datetime import UTC, datetime
 
 import pytest
 from falkordb import FalkorDB
@@ -36,6 +38,44 @@ def falkor_process(tmp_path):
         yield server
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("failing", ["ensure_indexes", "associate_many", "link_cues"])
+def test_a_failing_step_leaves_nothing_on_falkordb(falkor_server, make_context, monkeypatch, failing):
+    client, port = falkor_server
+    graph = f"atomic_{uuid.uuid4().hex[:10]}"
+    memory = Memory(make_context(db_type="falkordb", falkor_addr=f"127.0.0.1:{port}", falkor_graph=graph))
+    try:
+        store = memory.context.store
+        memory.store("Bob recommends cursor pagination for the orders API", source="chat")
+        before = memory.stats()
+        exported = list(memory.export_records())
+
+        def fault(*args, **kwargs):
+            raise OSError(f"{failing}: injected fault")
+
+        monkeypatch.setattr(store, failing, fault)
+        with pytest.raises(OSError, match="injected"):
+            memory.store("Bob also recommends keyset pagination for the invoices API", source="chat")
+        monkeypatch.undo()
+        after = memory.stats()
+        for key in ("engrams", "cues", "associations", "cue_links"):
+            assert after[key] == before[key], key
+        assert list(memory.export_records()) == exported
+        # The store works again afterwards, whole.
+        memory.store("Carol prefers offset pagination for admin screens", source="chat")
+        assert memory.stats()["engrams"] == before["engrams"] + 1
+        assert not store.uncued_engram_ids()
+    finally:
+        memory.close()
+        client.select_graph(graph).delete()
+
+
+def test_a_write_that_needs_its_rows_is_refused_inside_a_batch(falkor):
+    _, _, _, open_store = falkor
+    store = open_store("alice")
+    with pytest.raises(SmritiError, match="inside a write batch"), store.write_batch():
+        store.reinforce(["x"], at=datetime.now(UTC), boost=0.1)
 
 
 def _graph_rows(port: int, graph: str) -> list[dict]:

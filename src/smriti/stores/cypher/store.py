@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -122,6 +122,9 @@ class CypherGraphStore(StoreBase):
     weaken_cooccurrences = handed("writes", CypherGraphWrites.weaken_cooccurrences)
     add_relations = handed("writes", CypherGraphWrites.add_relations)
     associate_many = handed("writes", CypherGraphWrites.associate_many)
+    # A store's writes, queued and sent together at the end: FalkorDB runs them as one
+    # MULTI/EXEC, Neo4j as one transaction; reads inside see the graph as it was before.
+    write_batch = handed("graph", UserGraph.batch)
     vector_search = handed("search", CypherSearch.vector_search)
     fulltext_search = handed("search", CypherSearch.fulltext_search)
 
@@ -161,12 +164,6 @@ class CypherGraphStore(StoreBase):
     def run(self, query: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Run one parameterised query (no ``$user`` binding) and return its rows as dicts."""
         return self.connection.run(query, params)
-
-    def write_batch(self) -> AbstractContextManager[None]:
-        """The writes inside are queued and sent together at the end (``UserGraph.batch``):
-        FalkorDB runs them as one MULTI/EXEC, Neo4j as one transaction. Reads inside see the
-        graph as it was before the batch."""
-        return self.graph.batch()
 
     # -- key/value metadata -------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
