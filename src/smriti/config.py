@@ -188,6 +188,21 @@ class Settings(BaseSettings):
     falkor_graph: str = "smriti"
     falkor_isolation: Literal["tenant", "graph"] = "tenant"
 
+    # --- FalkorDB durability and cluster (issue 37; docs/cluster.md) -----------------------
+    falkor_wait_replicas: int = Field(
+        default=0,
+        ge=0,
+        description="a store is acknowledged once this many replicas hold it (Redis WAIT; 0: primary only)",
+    )
+    falkor_wait_ms: int = Field(
+        default=1000, ge=1, description="how long a store waits for FALKOR_WAIT_REPLICAS before it fails"
+    )
+    falkor_failover_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="FalkorDB cluster: how long a store retries while its shard fails over (0: no retry)",
+    )
+
     # --- streamable HTTP authentication (see server/auth.py) ---------------------------------
     smriti_tokens_file: Path | None = Field(
         default=None, description="bearer tokens of the HTTP server (default STORAGE_LOCATION/tokens.json)"

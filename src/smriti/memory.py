@@ -200,9 +200,10 @@ class Memory:
         self._check_space()
         self._touch()
         # Atomic: the pipeline's nodes run in this thread (the graph is linear), so every
-        # write they make joins this one transaction; a failure anywhere rolls all of it back,
-        # and a killed process leaves the whole memory or none (on a transactional store).
-        with self.context.write_lock, self.context.store.transaction():
+        # write they make joins this one batch (a transaction; FalkorDB: one MULTI/EXEC); a
+        # failure anywhere drops all of it, and a killed process or database leaves the whole
+        # memory or none.
+        with self.context.write_lock, self.context.store.write_batch():
             output = run_pipeline(self._store_pipeline, payload, self.context)
         if self._worker is not None:
             self._worker.touch()

@@ -153,6 +153,7 @@ def write(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
         context.store.create_engram(engram)
     return {
         "id": engram.id,
+        "stored_at": engram.created_at.isoformat(),
         "memory_type": engram.memory_type,
         "deduplicated": False,
         "cluster_id": engram.cluster_id,

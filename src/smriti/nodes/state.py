@@ -375,6 +375,9 @@ class StoreState(StoreInput, total=False):
     duplicate_of: str | None
     similar: list[dict[str, Any]]  # [{"id", "score"}] nearest existing engrams
     id: str
+    # The new memory's time (ISO), as ``write`` stored it: later steps read it here, not back
+    # from the store (a Cypher store's batch sends the writes at the store's end).
+    stored_at: str
     links: dict[str, float]  # associated engram id -> strength, as written by associate
     superseded: list[str]  # older memories this one marked superseded_by it (nodes/refine.py, nodes/rank.py)
     analysis_queued: bool  # the LLM's analysis runs later, from the queue (nodes/enrich.py)
