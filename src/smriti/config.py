@@ -282,10 +282,10 @@ class Settings(BaseSettings):
         "or the logistic model fitted on turns, notes and passages (nodes/learned.py)",
     )
     fusion_weight_similarity: float = Field(
-        default=0.3, ge=0, description="rank-fusion weight of vector search"
+        default=0.5, ge=0, description="rank-fusion weight of vector search"
     )
-    fusion_weight_text: float = Field(default=0.5, ge=0, description="rank-fusion weight of full-text search")
-    fusion_weight_cue: float = Field(default=0.2, ge=0, description="rank-fusion weight of cue traversal")
+    fusion_weight_text: float = Field(default=0.3, ge=0, description="rank-fusion weight of full-text search")
+    fusion_weight_cue: float = Field(default=0.1, ge=0, description="rank-fusion weight of cue traversal")
     fusion_weight_graph: float = Field(
         default=0.3, ge=0, description="rank-fusion weight of spreading activation"
     )
