@@ -5,8 +5,9 @@ A tuning run answers "does this setting help?" quickly and without one variant s
 * each corpus is stored once through the store pipeline and consolidated, and the store is kept
   under ``bench/.cache/<kind>-stores/<embedder>-<name>/`` with an index of engram id -> document
   keys; a later run reopens it and only asks. The index records a fingerprint of the documents
-  (keys, contents, sources, dates), so a different slice rebuilds by itself; pass ``--rebuild``
-  after changing what the store pipeline writes (the library code is not fingerprinted);
+  (keys, contents, sources, dates), so a different slice rebuilds by itself, and a digest of the
+  library's sources: a store kept from other library code is reused with a warning (most changes
+  are to recall); pass ``--rebuild`` after changing what the store pipeline writes;
 * every variant ``{name: {setting: value}}`` asks every question against the same store, with the
   recall pipeline built without its reinforce step (so access counts, last access and decay stay
   as the store left them) and the memory's clock frozen where the store froze it.
@@ -18,6 +19,7 @@ import argparse
 import hashlib
 import json
 import logging
+import os
 import shutil
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -100,6 +102,19 @@ def fingerprint(documents: Sequence[Document], user: str, now: datetime) -> str:
     return digest.hexdigest()
 
 
+def library_digest() -> str:
+    """A digest of the library's Python sources: a store kept from other code may be stale."""
+    import smriti
+
+    skip = {"bench", "tests", "notebooks", "examples", "build", "node_modules", "__pycache__"}
+    digest = hashlib.sha1()
+    for folder, subfolders, files in os.walk(Path(smriti.__file__).resolve().parent):
+        subfolders[:] = sorted(d for d in subfolders if d not in skip and not d.startswith("."))
+        for name in sorted(f for f in files if f.endswith(".py")):
+            digest.update(Path(folder, name).read_bytes())
+    return digest.hexdigest()
+
+
 def cached_store(
     folder: Path,
     user: str,
@@ -116,6 +131,10 @@ def cached_store(
     if index.exists() and not rebuild:
         kept = json.loads(index.read_text())
         if kept.get("fingerprint") == wanted:
+            if kept.get("library") != library_digest():
+                logger.warning(
+                    "%s was stored by other library code: pass --rebuild if the store path changed", folder
+                )
             return kept["keys_of"]
         logger.warning("%s holds other documents: storing again", folder)
     shutil.rmtree(folder, ignore_errors=True)
@@ -130,7 +149,16 @@ def cached_store(
             stored = memory.store(d.content, source=d.source, occurred_at=d.occurred_at)
             keys_of[stored["id"]].append(d.key)
         memory.consolidate(now=now)
-    index.write_text(json.dumps({"fingerprint": wanted, "documents": len(documents), "keys_of": keys_of}))
+    index.write_text(
+        json.dumps(
+            {
+                "fingerprint": wanted,
+                "library": library_digest(),
+                "documents": len(documents),
+                "keys_of": keys_of,
+            }
+        )
+    )
     return dict(keys_of)
 
 

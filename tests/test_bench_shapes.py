@@ -134,3 +134,22 @@ def test_tuning_recall_does_not_reinforce(tmp_path):
     with open_memory(tmp_path, "u", embedder, now) as memory:
         engrams = [r for r in memory.export_records() if r["kind"] == "engram"]
     assert len(engrams) == 3 and all(r["access_count"] == 0 for r in engrams)
+
+
+def test_notes_through_mcp_slice(tmp_path):
+    """The notes stored and asked through a real ``smriti-mcp``: a store per note (no source), one
+    consolidate, recall then search per question."""
+    from bench import notes_mcp
+    from bench.notes import SCORED
+
+    results = tmp_path / "RESULTS.md"
+    out = notes_mcp.main(
+        ["--split", "tune", "--conversations", "1", "--questions", "4", "--results", str(results)]
+    )
+    assert "## LoCoMo notes through MCP, tune conversations" in results.read_text()
+    scores = out["scores"]
+    for system in out["systems"]:
+        assert scores.count(system, SCORED) == 4, system
+        assert 0.0 <= scores.mean(system, SCORED, "R@1") <= scores.mean(system, SCORED, "R@10") <= 1.0
+    assert scores.mean(notes_mcp.SMRITI_MCP, SCORED, "H@10") > 0, "recall should find some relevant notes"
+    assert len(out["timing"]["mcp:store"]) == 184 and len(out["timing"]["mcp:search"]) == 4
