@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SERVER_STAMP := $(VENV)/.installed-server
 
-.PHONY: install run test lint typecheck pyright format bench bench-scale clean check-python
+.PHONY: install run test lint typecheck pyright format docs bench bench-scale clean check-python
 
 # A .venv made by another Python (a 3.11 or 3.13 on PATH once) fails later in confusing ways:
 # say so before anything is installed into it.
@@ -84,6 +84,10 @@ typecheck: $(STAMP)
 format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+# docs/settings.md is generated from src/smriti/config/ (tests/test_settings_reference.py checks it).
+docs: $(STAMP)
+	$(PY) -m smriti.cli config --markdown > docs/settings.md
 
 # The bench's packages are the [bench] extra; the MiniLM weights (providers/minilm.py runs the
 # model in numpy) come with the install stamp.

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Literal
 
 from smriti import __version__
-from smriti.config import Settings, load_settings
+from smriti.config import SECTIONS, Settings, load_settings
 from smriti.errors import SettingsError, SmritiError
 
 if TYPE_CHECKING:
@@ -187,6 +187,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="smriti-mcp",
         description="Smriti graph memory MCP server. Configuration comes from environment variables.",
+        epilog="Settings, by section: "
+        + ", ".join(f"{section.slug} ({section.title})" for section in SECTIONS)
+        + ". `smriti config [SECTION]` shows each value in effect and where it came from; "
+        "docs/settings.md describes every variable.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
