@@ -154,6 +154,9 @@ def serve(
             print(f"smriti-mcp: {error}", file=sys.stderr)
             raise SystemExit(2) from None
     closed = threading.Event()
+    from smriti.blas import one_thread_for_this_process
+
+    one_thread_for_this_process()  # the server's own process: see smriti/blas.py
     server = build_server(settings, on_shutdown=closed.set, auth=auth)
     where = "stdio" if transport == "stdio" else f"http://{host}:{port}/mcp"
     logger.info(
