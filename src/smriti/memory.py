@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from smriti.errors import InvalidInput, NotFound
 from smriti.stores.records import import_into
-from smriti.validators import RecallRequest, StoreRequest, check_recall, check_store
+from smriti.validators import RecallRequest, StoreRequest, check_recall, check_store, checked_input
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -34,13 +34,15 @@ REHEARSAL_QUERY = "What did Alex say about the plan last week?"
 
 
 def run_pipeline(pipeline: Pipeline, payload: dict[str, Any], context: MemoryContext) -> Any:
-    """Run ``pipeline`` on ``payload``: by the direct runner (``pipelines/runner.py``: the same
-    nodes, reducers and trace as its LangGraph graph, without importing LangGraph or its per-step
-    checkpoint and channel bookkeeping, ~5 ms of a recall at 10k), or through the compiled graph
-    where the runner does not apply (LangSmith tracing on)."""
+    """Run ``pipeline`` on ``payload``, a request already checked with ``validators.check_store``
+    or ``check_recall`` (:func:`~smriti.validators.checked_input`): by the direct runner
+    (``pipelines/runner.py``: the same nodes, reducers and trace as its LangGraph graph, without
+    importing LangGraph or its per-step checkpoint and channel bookkeeping, ~5 ms of a recall at
+    10k), or through the compiled graph where the runner does not apply (LangSmith tracing on)."""
     from smriti.pipelines.runner import invoke
 
-    return invoke(pipeline, payload, context)
+    with checked_input():
+        return invoke(pipeline, payload, context)
 
 
 class Memory:
@@ -98,7 +100,6 @@ class Memory:
             "memory_type": None,
             "explain": False,
             "include_superseded": False,
-            "checked": True,
         }
         return list(run_pipeline(self._recall_pipeline, payload, self.context)["trace"])
 
@@ -194,7 +195,7 @@ class Memory:
     def store_checked(self, request: StoreRequest, created_at: datetime | None = None) -> dict[str, Any]:
         """:meth:`store` for a request its caller already checked with ``validators.check_store``
         (the MCP tools and the CLI do, where the request enters): the rules are not applied again."""
-        payload: dict[str, Any] = {**request, "checked": True}
+        payload: dict[str, Any] = dict(request)
         if created_at is not None:
             payload["created_at"] = created_at.isoformat()
         self._check_space()
@@ -343,7 +344,7 @@ class Memory:
         (the MCP tools and the CLI do, where the request enters): the rules are not applied again."""
         self._touch()
         self._recalled = True
-        output = run_pipeline(self._recall_pipeline, {**request, "checked": True}, self.context)
+        output = run_pipeline(self._recall_pipeline, dict(request), self.context)
         self._touch()
         result = output["result"]
         if request["explain"]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from smriti.errors import InvalidInput
 from smriti.nodes.state import MemoryContext, StoreState, traced
 from smriti.stores.base import Engram, StoreError
-from smriti.validators import check_store
+from smriti.validators import check_store, input_is_checked
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
@@ -20,13 +20,13 @@ STORE_ARGUMENTS = ("content", "importance", "tags", "source", "occurred_at", "su
 
 @traced("validate")
 def validate_store(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """Check the memory before anything is written (``validators.check_store``), unless its caller
-    already did (``checked``: the MCP tools, the CLI, ``Memory``); ``supersedes`` is checked here
-    in both cases, since its rule reads the store."""
+    """Check the memory before anything is written (``validators.check_store``), unless its
+    caller already did (``validators.checked_input``: the MCP tools, the CLI, ``Memory``);
+    ``supersedes`` is checked here in both cases, since its rule reads the store."""
     from smriti.nodes.supersede import check_supersedes
 
     request: dict[str, Any] = {}
-    if not state.get("checked"):
+    if not input_is_checked():
         raw = {key: state[key] for key in STORE_ARGUMENTS if key in state}  # type: ignore[literal-required]
         request = dict(check_store(max_chars=runtime.context.settings.max_content_chars, **raw))
     supersedes = check_supersedes(runtime.context.store, request.get("supersedes", state.get("supersedes")))

@@ -22,7 +22,7 @@ from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState, trace
 from smriti.stores.aliases import AliasIndex
 from smriti.stores.base import normalise_cue_name
 from smriti.text import light_stem
-from smriti.validators import check_recall
+from smriti.validators import check_recall, input_is_checked
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
@@ -44,8 +44,9 @@ def candidate_pool(limit: int) -> int:
 @traced("validate")
 def validate_recall(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Check the request before anything is read (``validators.check_recall``), unless its caller
-    already did (``checked``: the MCP tools, the CLI, ``Memory``); an empty query is mode ``list``."""
-    if state.get("checked"):
+    already did (``validators.checked_input``: the MCP tools, the CLI, ``Memory``); an empty
+    query is mode ``list``."""
+    if input_is_checked():
         request: dict[str, Any] = {}
         mode = state["mode"]
     else:

@@ -347,7 +347,6 @@ class StoreInput(TypedDict):
     created_at: NotRequired[str]  # ISO time of the memory (imports, benchmarks); default now
     occurred_at: NotRequired[str]  # ISO time of the event remembered; stored as the memory's time
     supersedes: NotRequired[str]  # id of an older memory this one corrects (nodes/refine.py, nodes/rank.py)
-    checked: NotRequired[bool]  # the caller applied validators.check_store: validate does not again
 
 
 class StoreOutput(TypedDict):
@@ -385,7 +384,6 @@ class RecallInput(TypedDict):
     memory_type: NotRequired[str | None]
     explain: NotRequired[bool]
     include_superseded: NotRequired[bool]  # superseded memories too, demoted (nodes/refine.py, nodes/rank.py)
-    checked: NotRequired[bool]  # the caller applied validators.check_recall: validate does not again
 
 
 class RecallOutput(TypedDict):
