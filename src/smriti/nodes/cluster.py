@@ -94,7 +94,7 @@ def cluster(engine: LeidenEngine, edges: IndexedEdges) -> tuple[ClusterResult, l
 
 
 # ----------------------------------------------------------------------------- node
-@traced("recluster")
+@traced
 def recluster(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Leiden over the AssociatedWith graph; changed cluster ids are written in chunks.
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 STORE_ARGUMENTS = ("content", "importance", "tags", "source", "occurred_at", "supersedes")
 
 
-@traced("validate")
+@traced
 def validate_store(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Check the memory before anything is written (``validators.check_store``), unless its
     caller already did (``validators.checked_input``: the MCP tools, the CLI, ``Memory``);
@@ -33,7 +33,7 @@ def validate_store(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[s
     return {**request, "supersedes": supersedes, "_notes": "input accepted"}
 
 
-@traced("analyze")
+@traced
 def analyze(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """The offline analysis (summary, memory_type, typed cues, relations): a store never waits
     for a model. With one configured, its analysis is queued (queue_analysis) and replaces
@@ -51,7 +51,7 @@ def analyze(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any
     }
 
 
-@traced("embed")
+@traced
 def embed(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Embed the content. Without an embedding the memory could never be recalled, so this fails loudly."""
     try:
@@ -70,7 +70,7 @@ def embed(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     return {"embedding": embedding, "_notes": f"{len(vector)} dimensions"}
 
 
-@traced("dedupe")
+@traced
 def find_duplicate(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Find the nearest existing memories; a near-identical one is reinforced instead of copied."""
     context = runtime.context
@@ -127,7 +127,7 @@ def _memory_time(state: StoreState, context: MemoryContext) -> datetime:
     return moment
 
 
-@traced("write")
+@traced
 def write(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     context = runtime.context
     analysis = state["analysis"]

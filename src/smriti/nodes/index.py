@@ -20,7 +20,7 @@ def remember_index_state(context: MemoryContext, indexes: dict[str, bool]) -> bo
     return ready
 
 
-@traced("indexes")
+@traced
 def manage_indexes(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Build the HNSW vector and full-text indexes once engrams exceed INDEX_THRESHOLD; report their state.
 
@@ -40,7 +40,7 @@ def manage_indexes(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> 
 CUE_EMBED_CHUNK = 256
 
 
-@traced("embed_cues")
+@traced
 def embed_cues(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Embed the names of cues that have no embedding yet, at most CUE_EMBED_BATCH per run, when
     cue aliases are on (CUE_ALIAS_SIMILARITY > 0; off by default).

@@ -95,7 +95,7 @@ def write_links(
     return cues, len(relations)
 
 
-@traced("link_cues")
+@traced
 def link_cues(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """EncodedBy to every cue, CoOccurs between the leading cues, RelatesTo for extracted relations."""
     with runtime.context.write_lock:
@@ -105,7 +105,7 @@ def link_cues(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, A
     return {"cues": cues, "_notes": f"{len(cues)} cues, {relations} relations"}
 
 
-@traced("associate")
+@traced
 def associate(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """AssociatedWith to the most similar memories and to the latest ones of the same source."""
     context = runtime.context
@@ -162,7 +162,7 @@ def _recent_of_source(context: MemoryContext, source: str, new_id: str) -> list[
     return before
 
 
-@traced("inherit_cluster")
+@traced
 def inherit_cluster(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """A new engram joins the Leiden cluster of its strongest associated neighbour.
 
@@ -182,7 +182,7 @@ def inherit_cluster(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[
     }
 
 
-@traced("index_check")
+@traced
 def index_check(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Build the vector and full-text indexes lazily, once the store passes INDEX_THRESHOLD."""
     context = runtime.context

@@ -146,35 +146,33 @@ def _entry(name: str, started: float, update: dict[str, Any]) -> TraceEntry:
     }
 
 
-def traced[F: Callable[..., Any]](name: str) -> Callable[[F], F]:
-    """Wrap a node (sync or async) so it appends one timed :class:`TraceEntry`.
+def traced[F: Callable[..., Any]](func: F) -> F:
+    """Wrap a node (sync or async) so it appends one timed :class:`TraceEntry`, named after the
+    function: a node's name in its pipeline, in its trace and in its code is one name.
 
     The node may return two private keys that go into the entry instead of the state:
     ``_candidates`` (a list of ``{"id", "score"}``) and ``_notes`` (one line of prose).
     """
-
-    def decorate(func: F) -> F:
-        if inspect.iscoroutinefunction(func):
-
-            @functools.wraps(func)
-            async def async_node(state: Any, runtime: Any) -> dict[str, Any]:
-                started = time.perf_counter()
-                update = dict(await func(state, runtime) or {})
-                update["trace"] = [_entry(name, started, update)]
-                return update
-
-            return cast(F, async_node)
+    name = func.__name__
+    if inspect.iscoroutinefunction(func):
 
         @functools.wraps(func)
-        def node(state: Any, runtime: Any) -> dict[str, Any]:
+        async def async_node(state: Any, runtime: Any) -> dict[str, Any]:
             started = time.perf_counter()
-            update = dict(func(state, runtime) or {})
+            update = dict(await func(state, runtime) or {})
             update["trace"] = [_entry(name, started, update)]
             return update
 
-        return cast(F, node)
+        return cast(F, async_node)
 
-    return decorate
+    @functools.wraps(func)
+    def node(state: Any, runtime: Any) -> dict[str, Any]:
+        started = time.perf_counter()
+        update = dict(func(state, runtime) or {})
+        update["trace"] = [_entry(name, started, update)]
+        return update
+
+    return cast(F, node)
 
 
 def trace_scores(candidates: Sequence[Candidate], attribute: str = "relevance") -> list[TraceCandidate]:

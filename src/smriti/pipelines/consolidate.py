@@ -1,5 +1,5 @@
-"""The consolidate graph: repair > decay > prune > strengthen > orphans > recluster > indexes >
-embed_cues.
+"""The consolidate graph: repair > decay > prune > strengthen > orphans > recluster >
+manage_indexes > embed_cues. Each node is named after its function, and so is its trace entry.
 
 A straight chain: each step reads the store afresh, so the graph can be stopped between
 any two steps (``interrupt_before`` with a checkpointer) and resumed later. The run's
@@ -18,8 +18,8 @@ from smriti.nodes.repair import repair
 from smriti.nodes.state import ConsolidateInput, ConsolidateOutput, ConsolidateState, MemoryContext
 from smriti.pipelines.pipeline import END, START, Pipeline
 
-STEPS = ["repair", "decay", "prune", "strengthen", "orphans", "recluster", "indexes", "embed_cues"]
 _NODES = [repair, decay, prune, strengthen, orphans, recluster, manage_indexes, embed_cues]
+STEPS = [node.__name__ for node in _NODES]
 
 
 def build_consolidate_pipeline() -> Pipeline:
@@ -31,8 +31,8 @@ def build_consolidate_pipeline() -> Pipeline:
         input_schema=ConsolidateInput,
         output_schema=ConsolidateOutput,
     )
-    for name, node in zip(STEPS, _NODES, strict=True):
-        builder.add_node(name, node)
+    for node in _NODES:
+        builder.add_node(node.__name__, node)
     builder.add_edge(START, STEPS[0])
     for before, after in pairwise(STEPS):
         builder.add_edge(before, after)
