@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from smriti.nodes.index import INDEXES_READY_KEY, remember_index_state
+from smriti.nodes.index import remember_index_state
 from smriti.nodes.state import MemoryContext, StoreState, traced
 from smriti.stores.base import (
     NO_CLUSTER,
@@ -154,9 +154,7 @@ def _recent_of_source(context: MemoryContext, source: str, new_id: str) -> list[
     if context.store.capabilities.shared:
         ids = context.store.latest_of_source(source, SAME_SOURCE_NEIGHBOURS + 1)
         return [engram_id for engram_id in ids if engram_id != new_id][:SAME_SOURCE_NEIGHBOURS]
-    recent: deque[str] = context.cache.setdefault("recent_by_source", {}).setdefault(
-        source, deque(maxlen=SAME_SOURCE_NEIGHBOURS)
-    )
+    recent = context.cache.recent_by_source.setdefault(source, deque(maxlen=SAME_SOURCE_NEIGHBOURS))
     before = list(recent)
     recent.appendleft(new_id)
     return before
@@ -187,7 +185,7 @@ def index_check(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str,
     """Build the vector and full-text indexes lazily, once the store passes INDEX_THRESHOLD."""
     context = runtime.context
     # A shared store's indexes may be dropped by another process (a re-embedding): ask it each time.
-    if context.cache.get(INDEXES_READY_KEY) and not context.store.capabilities.shared:
+    if context.cache.indexes_ready and not context.store.capabilities.shared:
         return {"_notes": "indexes already built"}
     with context.write_lock:
         state_of = dict(context.store.ensure_indexes(context.settings.index_threshold))

@@ -105,11 +105,9 @@ def cue_forms(cues: Sequence[str]) -> dict[str, str]:
 
 def alias_index(context: MemoryContext) -> AliasIndex:
     """This context's copy of the stored cue embeddings (made at first use)."""
-    index = context.cache.get("aliases")
+    index = context.cache.aliases
     if index is None:
-        index = context.cache["aliases"] = AliasIndex(
-            context.store, context.settings.cue_alias_refresh_seconds
-        )
+        index = context.cache.aliases = AliasIndex(context.store, context.settings.cue_alias_refresh_seconds)
     return index
 
 
