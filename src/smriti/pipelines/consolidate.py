@@ -1,6 +1,14 @@
 """The consolidate graph: repair > decay > prune > strengthen > orphans > recluster >
 manage_indexes > embed_cues. Each node is named after its function, and so is its trace entry.
 
+Why not ``cdlib`` (named by the design card for community detection): the Leiden run needs
+``leidenalg`` on an ``igraph`` graph, which Smriti already uses directly (nodes/leiden.py), and
+the quality measure its report gives, modularity, is igraph's own (``Graph.modularity``). cdlib
+would add its measures (conductance and the like) at the price of 27 packages, among them
+scipy, scikit-learn, pandas, plotly, seaborn and PuLP (``pip install --dry-run cdlib``,
+2026-12), for a report line; the design card's other measures are one igraph call away if
+wanted.
+
 A straight chain: each step reads the store afresh, so the graph can be stopped between
 any two steps (``interrupt_before`` with a checkpointer) and resumed later. The run's
 ``report`` collects one or more keys per step; ``trace`` has one entry per step that ran.
