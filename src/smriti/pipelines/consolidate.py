@@ -4,9 +4,9 @@ manage_indexes > embed_cues. Each node is named after its function, and so is it
 Why not ``cdlib`` (named by the design card for community detection): the Leiden run needs
 ``leidenalg`` on an ``igraph`` graph, which Smriti already uses directly (nodes/leiden.py), and
 the quality measure its report gives, modularity, is igraph's own (``Graph.modularity``). cdlib
-would add its measures (conductance and the like) at the price of 27 packages, among them
-scipy, scikit-learn, pandas, plotly, seaborn and PuLP (``pip install --dry-run cdlib``,
-2026-12), for a report line; the design card's other measures are one igraph call away if
+would add its measures (conductance and the like) at the price of 26 more packages in Smriti's
+environment, among them scipy, scikit-learn, plotly, seaborn and PuLP (``pip install --dry-run
+cdlib``, 2026-12), for a report line; the design card's other measures are one igraph call away if
 wanted.
 
 A straight chain: each step reads the store afresh, so the graph can be stopped between
