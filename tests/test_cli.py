@@ -80,11 +80,11 @@ def test_store_recall_list_forget_stats(cli):
 def test_recall_explain_prints_a_table_per_node(cli):
     store_all(cli)
     output = ok(cli("recall", "Atlas deploy pipeline", "--explain"))
-    for node in ("validate", "parse_query", "vector_search", "score", "format"):
+    for node in ("validate_recall", "extract_query_cues", "vector_search", "score", "format_result"):
         assert node in output
     explained = json.loads(ok(cli("recall", "Atlas deploy pipeline", "--explain", "--json")))
     nodes = [step["node"] for step in explained["trace"]]
-    assert nodes[0] == "validate" and "format" in nodes
+    assert nodes[0] == "validate_recall" and "format_result" in nodes
 
 
 def test_consolidate_reports_and_traces(cli):

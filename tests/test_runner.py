@@ -80,14 +80,14 @@ def test_recall_runs_the_parallel_branches_once_and_joins_them(filled):
     nodes = [entry["node"] for entry in out["trace"]]
     # Pregel applies a step's writes in node-name order: the branches' trace entries too.
     assert nodes[:6] == [
-        "validate",
-        "parse_query",
+        "validate_recall",
+        "extract_query_cues",
         "recognise",
         "cue_traverse",
         "fulltext_search",
         "vector_search",
     ]
-    assert nodes.count("gather") == 1 and nodes[-2:] == ["reinforce", "format"]
+    assert nodes.count("gather") == 1 and nodes[-2:] == ["reinforce", "format_result"]
 
 
 def test_store_is_the_same_as_langgraphs(make_context):
@@ -117,7 +117,7 @@ def test_memory_runs_its_pipelines_directly(make_context, monkeypatch):
     result = memory.recall("invoices Postgres", explain=True)
     assert calls == ["smriti_store", "smriti_recall"]
     assert result["results"][0]["id"] == stored["id"]
-    assert stored["trace"][0]["node"] == "validate" and result["trace"][-1]["node"] == "format"
+    assert stored["trace"][0]["node"] == "validate_store" and result["trace"][-1]["node"] == "format_result"
 
 
 def test_runs_it_does_not_model_go_through_langgraph(filled, monkeypatch):

@@ -125,7 +125,7 @@ async def exercise(client) -> None:
     assert set(await recall_ids(client, "list")) == set(ids)
 
     explained = await client.call_tool("smriti_recall", {"query": QUERY, "explain": True})
-    assert explained.structured_content["trace"][0]["node"] == "validate"
+    assert explained.structured_content["trace"][0]["node"] == "validate_recall"
 
     forgotten = await client.call_tool("smriti_manage", {"action": "forget", "memory_id": ids[2]})
     assert not forgotten.is_error and forgotten.structured_content["details"]["forgotten"] == ids[2]

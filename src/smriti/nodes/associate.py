@@ -54,7 +54,7 @@ HOP_SEEDS = 10
 HOP_WIDTH = 30
 
 
-@traced("activate")
+@traced
 def activate(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """The graph branch: spread activation from the query's cues and best hits, fuse its ranks."""
     context = runtime.context
@@ -117,7 +117,7 @@ def context_relevance(
     return passed
 
 
-@traced("conversation_context")
+@traced
 def conversation_context(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Raise the neighbours (same source, nearby in time) of the best candidates, see the module doc."""
     context = runtime.context
@@ -159,7 +159,7 @@ def conversation_context(state: RecallState, runtime: Runtime[MemoryContext]) ->
 
 
 # ----------------------------------------------------------------------------- multi-hop
-@traced("multi_hop")
+@traced
 def multi_hop(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Breadth-first over AssociatedWith from the best direct hits, up to MAX_HOPS.
 
@@ -202,7 +202,7 @@ def multi_hop(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
 
 
 # ----------------------------------------------------------------------------- episodes
-@traced("episode_context")
+@traced
 def episode_context(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Raise each candidate by the evidence of its episode (see :func:`episode_relevance`)."""
     settings = runtime.context.settings

@@ -52,7 +52,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-CACHE_KEY = "leiden_engine"
 # Graphs with this many edges are clustered in a subprocess: Leiden holds the GIL ~30 ms at
 # 1k engrams (~4k edges) but seconds at 100k; below, starting a process (~0.3 s) is not worth it.
 SUBPROCESS_MIN_EDGES = 5_000
@@ -65,10 +64,9 @@ def engine_for(context: MemoryContext) -> LeidenEngine:
     """The user's engine, kept in the context cache, its resolution read from the store's metadata
     at every run: another server process on the same database may have retuned it since (two
     reads per consolidation; the engine in memory never outranks what the database says)."""
-    engine = context.cache.get(CACHE_KEY)
+    engine = context.cache.leiden
     if engine is None:
-        engine = LeidenEngine(retune_growth=context.settings.leiden_retune_growth)
-        context.cache[CACHE_KEY] = engine
+        engine = context.cache.leiden = LeidenEngine(retune_growth=context.settings.leiden_retune_growth)
     engine.load(context.store)
     engine.retune_growth = context.settings.leiden_retune_growth
     return engine
@@ -94,7 +92,7 @@ def cluster(engine: LeidenEngine, edges: IndexedEdges) -> tuple[ClusterResult, l
 
 
 # ----------------------------------------------------------------------------- node
-@traced("recluster")
+@traced
 def recluster(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Leiden over the AssociatedWith graph; changed cluster ids are written in chunks.
 

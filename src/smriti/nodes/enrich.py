@@ -65,7 +65,7 @@ class Enrichment(Analysis):
     )
 
 
-@traced("queue_analysis")
+@traced
 def queue_analysis(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Queue the LLM's analysis of the new memory (nothing to queue without a chat model)."""
     context = runtime.context

@@ -17,7 +17,7 @@ In pipeline order:
    (``dedupe_results``, ``cross_reference_boost``) carry those rules.
 
 **Query focus**: what the parsed query says beyond its words steers relevance.
-``parse_query`` yields the entities a question names (``entity_hints``), its ``intent`` and,
+``extract_query_cues`` yields the entities a question names (``entity_hints``), its ``intent`` and,
 when it names a time ("in May 2023", "last week", "yesterday"), a window. The direct branches
 only match words; this step turns the rest into four factors on each candidate's relevance:
 
@@ -139,7 +139,7 @@ def focus_factors(
     }
 
 
-@traced("focus")
+@traced
 def focus(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Scale each candidate's relevance by its entity, subject, intent and time factors (see the module)."""
     context = runtime.context
@@ -179,7 +179,7 @@ def rerank_order(candidates: Sequence[Candidate], top_n: int) -> list[Candidate]
     return sorted(candidates, key=lambda c: (-c.relevance, c.tie))[:top_n]
 
 
-@traced("rerank")
+@traced
 def rerank(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """With a reranker (RERANKER; none by default), blend its score into the relevance of the top
     RERANK_TOP_N candidates.
@@ -216,7 +216,7 @@ def rerank(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any
 
 
 # ----------------------------------------------------------------------------- current_only
-@traced("current_only")
+@traced
 def current_only(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Drop superseded memories before scoring, unless ``include_superseded`` keeps them."""
     candidates: list[Candidate] = state.get("candidates", [])
@@ -246,7 +246,7 @@ def seed_cluster(cluster_ids: Iterable[int]) -> int:
     return min(counts, key=lambda c: (-counts[c], c))
 
 
-@traced("seed_cluster")
+@traced
 def find_seed_cluster(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """The most common cluster among the direct hits (the topic the query is about)."""
     seed = seed_cluster(c.cluster_id for c in state.get("candidates", []) if not c.hops)
@@ -357,7 +357,7 @@ def cross_reference_boost(
     return boosted
 
 
-@traced("shortlist")
+@traced
 def shortlist_candidates(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Drop candidates that cannot reach the top ``limit`` whatever dedupe and boost do.
 
@@ -377,7 +377,7 @@ def shortlist_candidates(state: RecallState, runtime: Runtime[MemoryContext]) ->
     }
 
 
-@traced("dedupe")
+@traced
 def merge_duplicates(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Merge results whose texts are near-identical (text similarity above
     MEMORY_FABRIC_DEDUP_THRESHOLD, :mod:`smriti.nodes.textsim`), see :func:`dedupe_results`."""
@@ -392,7 +392,7 @@ def merge_duplicates(state: RecallState, runtime: Runtime[MemoryContext]) -> dic
     }
 
 
-@traced("cross_reference")
+@traced
 def cross_reference(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Boost results whose entities appear elsewhere, and attach their graph relations.
 

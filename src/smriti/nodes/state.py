@@ -17,6 +17,7 @@ import inspect
 import operator
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -33,11 +34,36 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
     from smriti.config import Settings
+    from smriti.nodes.leiden import LeidenEngine
     from smriti.providers.rerank import Reranker
+    from smriti.stores.aliases import AliasIndex
     from smriti.stores.base import Cue, Engram, GraphStore
 
 
 # ----------------------------------------------------------------------------- context
+@dataclass
+class ContextCache:
+    """What one context keeps between runs, for its one user's memory.
+
+    Attributes:
+        leiden: the Leiden engine and its tuned resolution (nodes/cluster.py).
+        aliases: the in-process copy of the stored cue embeddings (nodes/search.py).
+        indexes_ready: every search index is built, so the store pipeline's lazy check skips
+            the store call (nodes/index.py, nodes/link.py).
+        recent_by_source: the latest memories stored per source, newest first (nodes/link.py).
+    """
+
+    leiden: LeidenEngine | None = None
+    aliases: AliasIndex | None = None
+    indexes_ready: bool = False
+    recent_by_source: dict[str, deque[str]] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        """Forget everything: after a restore, all of it describes a memory that is gone."""
+        self.leiden, self.aliases, self.indexes_ready = None, None, False
+        self.recent_by_source.clear()
+
+
 @dataclass
 class MemoryContext:
     """Everything a pipeline run needs, passed to each graph run as ``context=``.
@@ -53,7 +79,7 @@ class MemoryContext:
         settings: validated settings (weights, thresholds).
         clock: returns "now" (UTC); tests and benchmarks replace it.
         write_lock: serialises writes; embedded databases allow one writer at a time.
-        cache: per-context scratch space (the Leiden engine keeps its resolution cache here too).
+        cache: what the context keeps between runs (:class:`ContextCache`).
         reranker: the optional cross-encoder (RERANKER), None when off.
     """
 
@@ -66,7 +92,7 @@ class MemoryContext:
     analyst: BaseChatModel | None = None
     clock: Callable[[], datetime] = utcnow
     write_lock: threading.RLock = field(default_factory=threading.RLock)
-    cache: dict[str, Any] = field(default_factory=dict)
+    cache: ContextCache = field(default_factory=ContextCache)
     reranker: Reranker | None = None
     _scoring: tuple[Settings, ScoringProfile] | None = field(
         default=None, init=False, repr=False, compare=False
@@ -146,35 +172,33 @@ def _entry(name: str, started: float, update: dict[str, Any]) -> TraceEntry:
     }
 
 
-def traced[F: Callable[..., Any]](name: str) -> Callable[[F], F]:
-    """Wrap a node (sync or async) so it appends one timed :class:`TraceEntry`.
+def traced[F: Callable[..., Any]](func: F) -> F:
+    """Wrap a node (sync or async) so it appends one timed :class:`TraceEntry`, named after the
+    function: a node's name in its pipeline, in its trace and in its code is one name.
 
     The node may return two private keys that go into the entry instead of the state:
     ``_candidates`` (a list of ``{"id", "score"}``) and ``_notes`` (one line of prose).
     """
-
-    def decorate(func: F) -> F:
-        if inspect.iscoroutinefunction(func):
-
-            @functools.wraps(func)
-            async def async_node(state: Any, runtime: Any) -> dict[str, Any]:
-                started = time.perf_counter()
-                update = dict(await func(state, runtime) or {})
-                update["trace"] = [_entry(name, started, update)]
-                return update
-
-            return cast(F, async_node)
+    name = func.__name__
+    if inspect.iscoroutinefunction(func):
 
         @functools.wraps(func)
-        def node(state: Any, runtime: Any) -> dict[str, Any]:
+        async def async_node(state: Any, runtime: Any) -> dict[str, Any]:
             started = time.perf_counter()
-            update = dict(func(state, runtime) or {})
+            update = dict(await func(state, runtime) or {})
             update["trace"] = [_entry(name, started, update)]
             return update
 
-        return cast(F, node)
+        return cast(F, async_node)
 
-    return decorate
+    @functools.wraps(func)
+    def node(state: Any, runtime: Any) -> dict[str, Any]:
+        started = time.perf_counter()
+        update = dict(func(state, runtime) or {})
+        update["trace"] = [_entry(name, started, update)]
+        return update
+
+    return cast(F, node)
 
 
 def trace_scores(candidates: Sequence[Candidate], attribute: str = "relevance") -> list[TraceCandidate]:
@@ -355,7 +379,6 @@ class StoreInput(TypedDict):
     created_at: NotRequired[str]  # ISO time of the memory (imports, benchmarks); default now
     occurred_at: NotRequired[str]  # ISO time of the event remembered; stored as the memory's time
     supersedes: NotRequired[str]  # id of an older memory this one corrects (nodes/refine.py, nodes/rank.py)
-    checked: NotRequired[bool]  # the caller applied validators.check_store: validate does not again
 
 
 class StoreOutput(TypedDict):
@@ -396,7 +419,6 @@ class RecallInput(TypedDict):
     memory_type: NotRequired[str | None]
     explain: NotRequired[bool]
     include_superseded: NotRequired[bool]  # superseded memories too, demoted (nodes/refine.py, nodes/rank.py)
-    checked: NotRequired[bool]  # the caller applied validators.check_recall: validate does not again
 
 
 class RecallOutput(TypedDict):

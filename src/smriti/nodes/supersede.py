@@ -141,7 +141,7 @@ def mark_superseded(store: GraphStore, new_id: str, old_ids: Iterable[str]) -> l
 
 
 # ----------------------------------------------------------------------------- store step
-@traced("supersede")
+@traced
 def supersede(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Mark the older memories this one corrects: named by the caller, or found by the heuristic."""
     context = runtime.context

@@ -11,6 +11,12 @@ Providers:
 Offline, :func:`resolve_embedding` decides per store: a store keeps the embedder it was made
 with (its vectors are not comparable with another model's, and its columns are fixed-size); a
 new store gets MiniLM where it is installed and the hashing embedder where it is not.
+
+Why not ``langchain-community`` (named by the design card): every endpoint Smriti talks to speaks
+the OpenAI API, which ``langchain-openai`` covers, and a library caller passes any LangChain chat
+model or ``Embeddings`` object in (``Memory.open(llm=..., embedder=...)``), whichever package it
+comes from. Installing it would add 12 packages (SQLAlchemy, aiohttp, langchain-classic, ...;
+``pip install --dry-run``, 2026-12) for nothing Smriti calls.
 """
 
 from __future__ import annotations

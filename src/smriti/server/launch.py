@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Literal
 
 from smriti import __version__
-from smriti.config import Settings, load_settings
+from smriti.config import SECTIONS, Settings, load_settings
 from smriti.errors import SettingsError, SmritiError
 
 if TYPE_CHECKING:
@@ -154,6 +154,9 @@ def serve(
             print(f"smriti-mcp: {error}", file=sys.stderr)
             raise SystemExit(2) from None
     closed = threading.Event()
+    from smriti.blas import one_thread_for_this_process
+
+    one_thread_for_this_process()  # the server's own process: see smriti/blas.py
     server = build_server(settings, on_shutdown=closed.set, auth=auth)
     where = "stdio" if transport == "stdio" else f"http://{host}:{port}/mcp"
     logger.info(
@@ -187,6 +190,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="smriti-mcp",
         description="Smriti graph memory MCP server. Configuration comes from environment variables.",
+        epilog="Settings, by section: "
+        + ", ".join(f"{section.slug} ({section.title})" for section in SECTIONS)
+        + ". `smriti config [SECTION]` shows each value in effect and where it came from; "
+        "docs/settings.md describes every variable.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")

@@ -196,6 +196,9 @@ def run(settings: Settings) -> None:
     def stop() -> None:
         holder["uvicorn"].should_exit = True
 
+    from smriti.blas import one_thread_for_this_process
+
+    one_thread_for_this_process()  # the server's own process: see smriti/blas.py
     server = build_server(settings, on_open=lambda runtime: holder.update(runtime=runtime))
     _add_routes(server, status, stop)
     _add_cli_routes(server, lambda: holder["runtime"])

@@ -99,6 +99,14 @@ class CypherGraphStore(StoreBase):
     # shared: several Smriti processes may serve one database (see Capabilities.shared).
     capabilities = Capabilities(vector_index=True, fulltext=True, shared=True)
 
+    # The collaborators, made in __init__ (declared here: handed() checks the names).
+    connection: CypherConnection
+    graph: UserGraph
+    reads: CypherGraphReads
+    writes: CypherGraphWrites
+    cue_fields: CypherCueFields
+    search: CypherSearch
+
     # Protocol methods one collaborator carries out alone: the collaborator's own method,
     # bound to it when read (no forwarding call; see stores/operations.py).
     close = handed("connection", CypherConnection.close)
