@@ -238,17 +238,6 @@ def test_unsafe_user_is_refused(cli, tmp_path):
     assert result.exit_code == 2 and "user name" in result.stderr
 
 
-@pytest.mark.parametrize("client", ["cursor", "claude_desktop", "windsurf"])
-def test_example_client_configs_launch_smriti_mcp(client):
-    from pathlib import Path
-
-    config = json.loads((Path(__file__).parents[1] / "examples" / "mcp" / f"{client}.json").read_text())
-    launches = [(s["command"], s.get("args", [])) for s in config["mcpServers"].values()]
-    assert ("smriti-mcp", []) in launches
-    assert ("uvx", ["--from", "smriti-graph", "smriti-mcp"]) in launches
-    assert any(command.endswith("/.venv/bin/smriti-mcp") for command, _ in launches)
-
-
 def test_forget_takes_a_unique_start_of_an_id(cli, tmp_path):
     ids = store_all(cli)
     assert "at least 4 characters" in cli("forget", ids[0][:3]).stderr
