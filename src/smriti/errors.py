@@ -106,8 +106,10 @@ class NoBackupFound(BackupError):
     """The remote holds no backup for this user."""
 
 
-class RestoreRefused(BackupError):
-    """A restore would overwrite local memories and was not forced."""
+class RestoreRefused(UserError, BackupError):
+    """A restore would overwrite local memories and was not forced: nothing was changed, and
+    the user decides (``--force``), so it is a user error (exit 2) that backup code still
+    catches as a :class:`BackupError`."""
 
 
 def first_smriti_error(error: BaseException) -> SmritiError | None:
