@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import getpass
 import math
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -411,15 +413,16 @@ class Settings(BaseSettings):
             raise ValueError(f"{value!r} has leading or trailing white space")
         return value
 
-    @field_validator("storage_location")
+    # --- paths: made absolute where they are read (issue 37) --------------------------------
+    # A relative STORAGE_LOCATION was resolved once by the relay (against the client's working
+    # directory) and again by the shared server it started inside the user folder: a nested
+    # store and socket. Every path setting is absolute from here on, and :func:`path_environment`
+    # hands the absolute values to the processes Smriti starts.
+    @field_validator("storage_location", "smriti_tokens_file")
     @classmethod
-    def _expand_home(cls, value: Path) -> Path:
-        return value.expanduser()
-
-    @field_validator("smriti_tokens_file")
-    @classmethod
-    def _expand_tokens_home(cls, value: Path | None) -> Path | None:
-        return None if value is None else value.expanduser()
+    def _absolute(cls, value: Path | None) -> Path | None:
+        # abspath, not resolve(): ".." is folded but a symlinked folder keeps the name it was given
+        return None if value is None else Path(os.path.abspath(value.expanduser()))
 
     @field_validator("*", mode="after")
     @classmethod
@@ -466,6 +469,20 @@ class Settings(BaseSettings):
     def user_dir(self) -> Path:
         """Folder of the accessing user's embedded store (validated by the store)."""
         return self.storage_location / self.accessing_user
+
+
+def path_environment(settings: Settings, environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` with every path setting of ``settings`` given as its absolute value, for a
+    process that starts elsewhere (the shared server starts in the user folder): it reads the
+    same places as this one. Variants of a variable's name in another case are dropped, since
+    the settings read names case-insensitively."""
+    paths = {
+        _env_name(name).upper(): str(value)
+        for name in type(settings).model_fields
+        if isinstance(value := getattr(settings, name), Path)
+    }
+    child = {key: value for key, value in environ.items() if key.upper() not in paths}
+    return {**child, **paths}
 
 
 # Variables whose names differ from the field are listed here, for
