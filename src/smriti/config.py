@@ -234,7 +234,19 @@ class Settings(BaseSettings):
     http_max_connections: int = Field(
         default=1000,
         ge=0,
-        description="HTTP: most connections and requests at once; past it requests get 503 (0: no cap)",
+        description="HTTP: most connections and requests at once; at it a new connection closes the one "
+        "waiting longest with no request in progress, and past it requests get 503 (0: no cap)",
+    )
+    # --- slow HTTP clients (issue 37): uvicorn has no timer on a request still arriving -------
+    http_header_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        description="HTTP: seconds a request's headers may take from their first byte (then closed)",
+    )
+    http_body_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        description="HTTP: seconds a request body may pause while the server waits for it (then closed)",
     )
 
     # --- consolidation --------------------------------------------------------------------
