@@ -62,6 +62,11 @@ class RecordDimensionError(RecordFormatError):
     """An imported embedding has another dimension than the store's."""
 
 
+class EmbedderUnknown(SettingsError):
+    """A store with memories records no embedding model, and none was configured (only an
+    offline fallback could open it, and recording that guess would lock the store to it)."""
+
+
 class BackupDisabled(InvalidInput):
     """A backup operation was asked for while ``BACKUP_TYPE=none``."""
 
