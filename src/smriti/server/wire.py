@@ -168,7 +168,11 @@ class Wire:
     # ------------------------------------------------------------------------------ writing
     def write(self, message: Mapping[str, Any]) -> bytes:
         """``message`` (a JSON-ready mapping) as one line of stdout, newline included; the
-        answer to a request read under a stand-in id carries the client's own id bytes."""
+        answer to a request read under a stand-in id carries the client's own id bytes.
+
+        Raises:
+            ValueError: a float that is not finite (pydantic's JSON mode already makes it null).
+        """
         key = message.get("id")
         token = None
         if "method" not in message and isinstance(key, str) and key in self._stand_ins:
