@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from smriti.nodes.learned import FusionModel, fusion_features, learned_relevance, shipped_model
-from smriti.nodes.scoring import build_fusion
 
 RANKED = {"similarity": [0.62, 0.55, 0.41, 0.40, 0.39, 0.38], "text": [1.0, 0.7, 0.2], "cue": [0.5]}
 
@@ -44,12 +43,12 @@ def test_the_model_is_a_logistic_function_of_its_weighted_features():
     assert parts == pytest.approx({"text_rank": 2.0, "similarity_rank": 1.0})  # what explain shows
 
 
-def test_the_shipped_model_reads_every_feature_it_was_fitted_on(settings):
+def test_the_shipped_model_reads_every_feature_it_was_fitted_on(make_context):
     model = shipped_model()
     features, _ = fusion_features({"similarity": 0.62, "text": 1.0, "cue": 0.5}, RANKED, model.k)
     assert set(model.weights) == set(features)
-    fusion = build_fusion(settings.model_copy(update={"fusion": "learned"}))
-    assert fusion.model is model
+    assert make_context(fusion="learned").fusion.model is model
+    assert make_context(user="bob").fusion.model is None  # the hand-set weights by default
 
 
 def test_explain_shows_the_learned_fusion_s_contributions(make_context):

@@ -44,6 +44,7 @@ class RawRelay(RawServer):
         self.process = subprocess.Popen(command, stdin=pipe, stdout=pipe, stderr=self.stderr, env=one.env)
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.replies: list[dict[str, Any]] = []
+        self.raw_replies: list[bytes] = []
         threading.Thread(target=self._read, daemon=True).start()
 
     def raw_line(self, timeout: float = 60.0) -> bytes:

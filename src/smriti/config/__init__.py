@@ -7,7 +7,14 @@ section. Add a setting to the section it concerns, with a ``description=`` that 
 does and why its default is what it is.
 """
 
-from smriti.config.settings import SECTIONS, Settings, env_names, format_validation_error, load_settings
+from smriti.config.settings import (
+    SECTIONS,
+    Settings,
+    env_names,
+    format_validation_error,
+    load_settings,
+    path_environment,
+)
 from smriti.config.storage import DEFAULT_VECTOR_INDEX_DTYPE, validate_user_name
 from smriti.errors import SettingsError
 
@@ -19,5 +26,6 @@ __all__ = [
     "env_names",
     "format_validation_error",
     "load_settings",
+    "path_environment",
     "validate_user_name",
 ]

@@ -10,6 +10,8 @@ never how they are read.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import ClassVar
 
 from pydantic import BaseModel
@@ -20,3 +22,12 @@ class Section(BaseModel):
 
     slug: ClassVar[str]
     title: ClassVar[str]
+
+
+def absolute_path(value: Path) -> Path:
+    """A path setting as every process reads it: ``~`` expanded and made absolute where the
+    settings are read. A relative STORAGE_LOCATION was resolved once by the relay (against the
+    client's working directory) and again by the shared server it started inside the user
+    folder: a nested store and socket (issue 37). ``abspath``, not ``resolve()``: ".." is folded
+    but a symlinked folder keeps the name it was given."""
+    return Path(os.path.abspath(value.expanduser()))

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 
-from smriti.config.section import Section
+from smriti.config.section import Section, absolute_path
 
 
 class ServerSettings(Section):
@@ -56,7 +56,19 @@ class ServerSettings(Section):
     http_max_connections: int = Field(
         default=1000,
         ge=0,
-        description="HTTP: most connections and requests at once; past it requests get 503 (0: no cap)",
+        description="HTTP: most connections and requests at once; at it a new connection closes the one "
+        "waiting longest with no request in progress, and past it requests get 503 (0: no cap)",
+    )
+    # Slow clients (issue 37): uvicorn has no timer on a request still arriving (server/http_limits.py).
+    http_header_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        description="HTTP: seconds a request's headers may take from their first byte (then closed)",
+    )
+    http_body_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        description="HTTP: seconds a request body may pause while the server waits for it (then closed)",
     )
 
 
@@ -91,8 +103,8 @@ class AuthSettings(Section):
 
     @field_validator("smriti_tokens_file")
     @classmethod
-    def _expand_tokens_home(cls, value: Path | None) -> Path | None:
-        return None if value is None else value.expanduser()
+    def _absolute_tokens_file(cls, value: Path | None) -> Path | None:
+        return None if value is None else absolute_path(value)
 
 
 class BackupSettings(Section):

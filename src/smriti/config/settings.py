@@ -17,6 +17,7 @@ added. Nothing reads the environment at import time: call :func:`load_settings` 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import AliasChoices, SecretStr, ValidationError, field_validator, model_validator
@@ -168,3 +169,17 @@ def load_settings(**overrides: object) -> Settings:
 
 
 __all__ = ["SECTIONS", "Settings", "SettingsError", "env_names", "format_validation_error", "load_settings"]
+
+
+def path_environment(settings: Settings, environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` with every path setting of ``settings`` given as its absolute value, for a
+    process that starts elsewhere (the shared server starts in the user folder): it reads the
+    same places as this one. Variants of a variable's name in another case are dropped, since
+    the settings read names case-insensitively."""
+    paths = {
+        env_names(name)[0].upper(): str(value)
+        for name in type(settings).model_fields
+        if isinstance(value := getattr(settings, name), Path)
+    }
+    child = {key: value for key, value in environ.items() if key.upper() not in paths}
+    return {**child, **paths}

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 
-from smriti.config.section import Section
+from smriti.config.section import Section, absolute_path
 from smriti.errors import UnsafeUserError
 
 # A user name becomes a folder, a database or a graph name: keep it to a conservative
@@ -106,8 +106,8 @@ class StorageSettings(Section):
 
     @field_validator("storage_location")
     @classmethod
-    def _expand_home(cls, value: Path) -> Path:
-        return value.expanduser()
+    def _absolute_storage(cls, value: Path) -> Path:
+        return absolute_path(value)
 
 
 class BackendSettings(Section):

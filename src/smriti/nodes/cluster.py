@@ -86,6 +86,7 @@ def cluster(engine: LeidenEngine, edges: IndexedEdges) -> tuple[ClusterResult, l
                 ran.tuned_nodes,
                 ran.tunings,
             )
+            engine.last_digest, engine.last_result = ran.last_digest, ran.last_result
             return result, labels.tolist()
     _, result, labels = cluster_job(engine, edges)
     return result, labels.tolist()
@@ -122,7 +123,7 @@ def recluster(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[
             engine.save(store)
     leiden = {**result.report(), "changed": changed}
     if result.skipped:
-        notes = f"skipped: {result.skipped}; {changed} reset to -1"
+        notes = f"skipped: {result.skipped}" + (f"; {changed} reset to -1" if changed else "")
     else:
         how = "tuned" if result.tuned else "cached"
         notes = (

@@ -429,13 +429,10 @@ class SimilarityProfile:
 SIMILARITY = SimilarityProfile()
 
 
-def build_fusion(settings: Settings) -> Fusion:
-    """The branch weights and rank constant of FUSION_WEIGHT_* and FUSION_K; with
-    FUSION=learned, the shipped model (``nodes/learned.py``) instead."""
-    if settings.fusion == "learned":
-        from smriti.nodes.learned import shipped_model
-
-        model = shipped_model()
+def build_fusion(settings: Settings, model: FusionModel | None = None) -> Fusion:
+    """The branch weights and rank constant of FUSION_WEIGHT_* and FUSION_K; with a fitted
+    ``model`` (FUSION=learned, ``nodes/learned.py``), the model instead."""
+    if model is not None:
         return Fusion({}, model.k, 0.0, model)
     return Fusion(
         {

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NotRequired, TypedDict, cast
 
 import numpy as np
 
+from smriti.nodes.learned import shipped_model
 from smriti.nodes.reinforcement import Reinforcer
 from smriti.nodes.scoring import Fusion, ScoringProfile, build_fusion, build_profile
 from smriti.stores.base import NO_CLUSTER, utcnow
@@ -120,10 +121,12 @@ class MemoryContext:
 
     @property
     def fusion(self) -> Fusion:
-        """The branch weights of rank fusion, built once per settings object (as ``scoring``)."""
+        """The branch weights of rank fusion (or, with FUSION=learned, the fitted model), built
+        once per settings object (as ``scoring``)."""
         built = self._fusion
         if built is None or built[0] is not self.settings:
-            built = self._fusion = (self.settings, build_fusion(self.settings))
+            model = shipped_model() if self.settings.fusion == "learned" else None
+            built = self._fusion = (self.settings, build_fusion(self.settings, model))
         return built[1]
 
     def close(self) -> None:

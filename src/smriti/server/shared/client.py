@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import filelock
 
-from smriti.config import validate_user_name
+from smriti.config import path_environment, validate_user_name
 from smriti.errors import StoreError, UserError
 
 if TYPE_CHECKING:
@@ -218,7 +218,7 @@ def ensure_server(
                 raise StoreError(f"the shared Smriti server exited at start: {_last_error(paths.log)}")
             if started is None and not server_running(paths):
                 remove_stale(paths)
-                started = _spawn(paths)
+                started = _spawn(paths, settings)
             if spawned is not None:
                 spawned.set()
             time.sleep(0.1)
@@ -271,8 +271,12 @@ def _warn_if_other_settings(status: dict[str, Any], settings: Settings) -> None:
         )
 
 
-def _spawn(paths: SharedPaths) -> subprocess.Popen[bytes]:
-    """Start the server in a new session (no terminal, survives this client), logging to a file."""
+def _spawn(paths: SharedPaths, settings: Settings) -> subprocess.Popen[bytes]:
+    """Start the server in a new session (no terminal, survives this client), logging to a file.
+
+    It runs in the user folder, so it gets every path setting as the absolute value this
+    client read (a relative STORAGE_LOCATION would otherwise be read again from there).
+    """
     if paths.log.exists() and paths.log.stat().st_size > _LOG_ROTATE_BYTES:
         paths.log.replace(paths.log.with_suffix(".log.1"))
     fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -283,6 +287,7 @@ def _spawn(paths: SharedPaths) -> subprocess.Popen[bytes]:
             stdout=fd,
             stderr=fd,
             cwd=paths.folder,
+            env=path_environment(settings, os.environ),
             start_new_session=True,  # its own session: a client's Ctrl-C or hang-up is not its
         )
     finally:

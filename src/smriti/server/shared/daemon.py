@@ -41,6 +41,7 @@ from smriti.server.shared.client import (
     settings_digest,
     shared_paths,
 )
+from smriti.server.wire import MAX_MESSAGE_BYTES
 from smriti.stores.paths import process_lock, try_lock
 
 if TYPE_CHECKING:
@@ -206,6 +207,9 @@ def run(settings: Settings) -> None:
         host="localhost",
         # A session with nothing in flight this long is gone (a relay killed without a goodbye).
         session_idle_timeout=settings.shared_idle_timeout,
+        # The relay refuses a line over MAX_MESSAGE_BYTES itself (the answer in-process gives);
+        # what it posts may be larger (a byte that is not UTF-8 becomes a 3-byte U+FFFD).
+        max_request_body_size=4 * MAX_MESSAGE_BYTES,
         # Browsers cannot reach a unix socket, but keep the SDK's Host check: it costs nothing.
         transport_security=TransportSecuritySettings(allowed_hosts=["localhost"], allowed_origins=[]),
     )
