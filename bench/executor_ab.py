@@ -99,7 +99,15 @@ def per_call(folder: Path, calls: int) -> dict[str, dict[str, float]]:
     context = memory.context
     recall = build_recall_pipeline(reinforce=False)
     shape = no_op_shape(recall)
-    request = {"query": QUERY, "limit": 5, "explain": False, "checked": True}
+    request = {
+        "query": QUERY,
+        "limit": 5,
+        "mode": "recall",
+        "memory_type": None,
+        "explain": False,
+        "include_superseded": False,
+        "checked": True,
+    }
     graphs = {"recall": recall.graph, "store": store_pipeline.graph, "shape": shape.graph}
     work = {
         "recall": (recall, lambda n: request),
@@ -168,13 +176,15 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=300)
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--spawns", type=int, default=5)
+    parser.add_argument("--store", type=Path, help="keep the filled store here (reused when present)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="smriti-executor-") as work:
-        folder = Path(work)
-        print(f"filling {args.memories} memories", file=sys.stderr)
-        fill(folder, args.memories)
-        cold = cold_start(folder, args.spawns)
+        folder = args.store or Path(work)
+        if not (folder / "bench").is_dir():
+            print(f"filling {args.memories} memories", file=sys.stderr)
+            fill(folder, args.memories)
         calls = per_call(folder, args.calls)
+        cold = cold_start(folder, args.spawns)
     print("| measure | runner | LangGraph | LangGraph / runner |")
     print("|---|---:|---:|---:|")
     for name, by in calls.items():
