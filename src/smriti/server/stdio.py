@@ -177,53 +177,62 @@ async def answering_stdio(
     """
     async with (
         _claimed_stdin() as lines,
-        stdio_server(stdin=cast("anyio.AsyncFile[str]", _NoLines())) as (_, outgoing),
+        stdio_server(stdin=cast("anyio.AsyncFile[str]", _NoLines())) as (_, stdout),
     ):
-        readable_send, readable = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        messages_in, messages = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         answers, answers_out = anyio.create_memory_object_stream[SessionMessage](0)
         in_flight: set[Any] = set()  # ids of the requests passed on and not answered yet
-
-        async def read_lines() -> None:
-            async with readable_send:
-                async for raw in _after(head, lines):
-                    try:
-                        message = read_message(raw)
-                    except _Unreadable as problem:
-                        logger.warning("unreadable message on stdin: %s", problem)
-                        await answers.send(SessionMessage(problem.reply))
-                        continue
-                    if message is None:
-                        continue
-                    if isinstance(message.message, JSONRPCRequest):
-                        in_flight.add(message.message.id)
-                    await readable_send.send(message)
-                with anyio.move_on_after(ANSWER_GRACE):
-                    while in_flight:
-                        await anyio.sleep(0.02)
-
-        async def write_answers() -> None:
-            async with answers_out:
-                async for item in answers_out:
-                    await outgoing.send(item)
-                    if isinstance(item.message, JSONRPCResponse | JSONRPCError):
-                        in_flight.discard(item.message.id)
-
         async with anyio.create_task_group() as tasks:
             reading = anyio.CancelScope()
-
-            async def read_until_stopped() -> None:
-                with reading:
-                    await read_lines()
-
-            tasks.start_soon(read_until_stopped)
-            tasks.start_soon(write_answers)
+            tasks.start_soon(_read_lines, reading, _after(head, lines), messages_in, answers, in_flight)
+            tasks.start_soon(_write_answers, answers_out, stdout, in_flight)
             try:
-                yield readable, answers
+                yield messages, answers
             finally:
                 reading.cancel()  # its thread may be blocked on stdin
                 answers.close()  # the writer writes what was sent, then stops
                 tasks.cancel_scope.deadline = anyio.current_time() + 1.0  # unless stdout is stuck
-        await outgoing.aclose()
+        await stdout.aclose()
+
+
+async def _read_lines(
+    scope: anyio.CancelScope,
+    lines: AsyncIterable[bytes],
+    messages: MemoryObjectSendStream[SessionMessage | Exception],
+    answers: MemoryObjectSendStream[SessionMessage],
+    in_flight: set[Any],
+) -> None:
+    """Pass each line on as a message, or answer it when it is none; at the end of stdin, wait
+    (at most ``ANSWER_GRACE``) for the requests in flight before ending ``messages``."""
+    with scope, messages:
+        async for raw in lines:
+            try:
+                message = read_message(raw)
+            except _Unreadable as problem:
+                logger.warning("unreadable message on stdin: %s", problem)
+                await answers.send(SessionMessage(problem.reply))
+                continue
+            if message is None:
+                continue
+            if isinstance(message.message, JSONRPCRequest):
+                in_flight.add(message.message.id)
+            await messages.send(message)
+        with anyio.move_on_after(ANSWER_GRACE):
+            while in_flight:
+                await anyio.sleep(0.02)
+
+
+async def _write_answers(
+    answers: MemoryObjectReceiveStream[SessionMessage],
+    stdout: MemoryObjectSendStream[SessionMessage],
+    in_flight: set[Any],
+) -> None:
+    """Write each answer to stdout and mark its request answered."""
+    async with answers:
+        async for item in answers:
+            await stdout.send(item)
+            if isinstance(item.message, JSONRPCResponse | JSONRPCError):
+                in_flight.discard(item.message.id)
 
 
 async def run_stdio(server: MCPServer) -> None:
