@@ -6,7 +6,8 @@ in one run, alternated, so both see the same machine load (issue 38, item 1).
 Per call (in-process, on one SQLite store of ``--memories`` cue-rich memories, hashing embedder):
 the recall pipeline (without reinforce, so every call sees the same store) and the store pipeline
 on each executor, and the executors alone on recall's shape (its 26 nodes, routes and parallel
-branches, every node a no-op that appends its name). Medians of ``--calls`` alternated calls.
+branches, every node a no-op that appends its name). Medians of ``--calls`` calls, alternated
+in blocks of five.
 
 Cold start (process spawn to the first recall answered, the parent's clock): a fresh Python
 process opens the memory and answers one recall, on the runner, or on the compiled LangGraph
@@ -31,6 +32,7 @@ from bench.common import data_dir
 from bench.scale_corpus import make_texts
 
 QUERY = "Who moved the invoices service to Postgres?"
+BLOCK = 5
 CHILD = """
 import sys, time, threading
 mode, folder = sys.argv[1], sys.argv[2]
@@ -115,17 +117,20 @@ def per_call(folder: Path, calls: int) -> dict[str, dict[str, float]]:
         "shape": (shape, lambda n: {"query": QUERY, "mode": "recall"}),
     }
     samples: dict[str, dict[str, list[float]]] = {name: {"runner": [], "langgraph": []} for name in work}
-    for n in range(calls + 3):  # the first three warm both up and are not counted
+    # Alternated in blocks of BLOCK calls (the first block of each not counted: warm-up), so that
+    # what one executor leaves running (LangGraph's threads) is not charged to the other's call.
+    for block in range(calls // BLOCK + 1):
         for name, (pipeline, payload) in work.items():
-            order = ("runner", "langgraph") if n % 2 else ("langgraph", "runner")
+            order = ("runner", "langgraph") if block % 2 else ("langgraph", "runner")
             for executor in order:
-                started = time.perf_counter()
-                if executor == "runner":
-                    runner.invoke(pipeline, payload(n), context)
-                else:
-                    graphs[name].invoke(payload(n), context=context)
-                if n >= 3:
-                    samples[name][executor].append(time.perf_counter() - started)
+                for n in range(block * BLOCK, (block + 1) * BLOCK):
+                    started = time.perf_counter()
+                    if executor == "runner":
+                        runner.invoke(pipeline, payload(n), context)
+                    else:
+                        graphs[name].invoke(payload(n), context=context)
+                    if block:
+                        samples[name][executor].append(time.perf_counter() - started)
     memory.close()
     return {name: {k: median_ms(v) for k, v in by.items()} for name, by in samples.items()}
 

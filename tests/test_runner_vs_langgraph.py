@@ -23,7 +23,7 @@ import pytest
 from langgraph._internal._config import DEFAULT_RECURSION_LIMIT
 from langgraph.errors import GraphRecursionError, InvalidUpdateError
 from langgraph.managed import RemainingSteps
-from langgraph.types import Command, Overwrite, Send
+from langgraph.types import Command, Overwrite, Send, interrupt
 
 from smriti.pipelines import runner
 from smriti.pipelines.pipeline import END, START, Pipeline
@@ -412,4 +412,14 @@ def test_a_route_sending_is_refused_clearly():
     pipeline.add_edge(START, "start")
     pipeline.add_conditional_edges("start", lambda s: [Send("each", {"query": "x"})], ["each"])
     with pytest.raises(runner.NotModelled, match="Send"):
+        runner.invoke(pipeline, {}, None)
+
+
+def test_a_node_that_needs_langgraphs_run_context_is_refused_clearly():
+    def asks(state: State, runtime: Any) -> dict[str, Any]:
+        return {"answer": interrupt("which one?")}
+
+    pipeline = _one_node(State, asks)
+    assert "__interrupt__" in pipeline.compile().invoke({})  # LangGraph pauses the run
+    with pytest.raises(runner.NotModelled, match="interrupt"):
         runner.invoke(pipeline, {}, None)

@@ -26,7 +26,8 @@ pipeline's own nodes with LangGraph's semantics:
 What it does not model it refuses: :mod:`smriti.pipelines.gate` checks a pipeline's shape
 (TypedDict schemas, ``(state, runtime)`` nodes reading the whole state, ``(state)`` routes) and
 a pipeline it refuses runs through its compiled graph, as does any run with LangSmith tracing
-on; a node or route that returns ``Command``, ``Send`` or ``Overwrite`` raises
+on; a node or route that returns ``Command``, ``Send``, ``Overwrite`` or an annotated object,
+or calls what needs LangGraph's run context (``interrupt``, ``get_config``), raises
 :class:`NotModelled`. ``tests/test_runner_vs_langgraph.py`` runs small graphs through both and
 compares outputs, traces and errors; ``tests/test_runner.py`` does the same on the real
 pipelines over real stores.
@@ -91,8 +92,9 @@ class StepRuntime:
 
 
 class NotModelled(TypeError):
-    """A node or route returned what only LangGraph runs (``Command``, ``Send``, ``Overwrite``):
-    the pipeline must run through its compiled graph (``pipeline.graph``)."""
+    """A node or route did what only LangGraph runs (returned a ``Command``, ``Send`` or
+    ``Overwrite``, or called ``interrupt``): the pipeline must run through its compiled graph
+    (``pipeline.graph``)."""
 
 
 def default_recursion_limit() -> int:
@@ -407,7 +409,12 @@ def _execute(
     nodes = pipeline.nodes
     if len(step) == 1:
         name = step[0]
-        return [(name, _updates(name, nodes[name](dict(state), runtime)))]
+        try:
+            output = nodes[name](dict(state), runtime)
+        except RuntimeError as error:
+            _refuse_langgraph_context(step, error)
+            raise
+        return [(name, _updates(name, output))]
     pool = _executor()
     futures = [
         pool.submit(contextvars.copy_context().run, nodes[name], dict(state), runtime) for name in step[1:]
@@ -424,5 +431,28 @@ def _execute(
         except BaseException as error:  # why: the first failure (in step order) is raised
             failure = failure or error
     if failure is not None:
+        _refuse_langgraph_context(step, failure)
         raise failure
     return [(name, _updates(name, output)) for name, output in zip(step, outputs, strict=True)]
+
+
+def _refuse_langgraph_context(step: list[str], error: BaseException) -> None:
+    """A node that called what needs LangGraph's run context (``interrupt``, ``get_config``,
+    ``get_store``, ``get_stream_writer``) fails inside LangGraph with a RuntimeError that names
+    none of this: say what happened instead.
+
+    Raises:
+        NotModelled: ``error`` is such a failure.
+    """
+    if not isinstance(error, RuntimeError):
+        return
+    frame = error.__traceback__
+    while frame is not None:
+        module = frame.tb_frame.f_globals.get("__name__", "")
+        if module.startswith("langgraph."):
+            raise NotModelled(
+                f"a node of step {step} called {frame.tb_frame.f_code.co_name} of {module}, which "
+                "needs LangGraph's run context (an interrupt, the config, the store); run the "
+                "pipeline's compiled graph (pipeline.graph)"
+            ) from error
+        frame = frame.tb_next
