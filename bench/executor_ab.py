@@ -82,7 +82,7 @@ def median_ms(samples: list[float]) -> float:
     return round(statistics.median(samples) * 1000, 3)
 
 
-def per_call(folder: Path, calls: int) -> dict[str, dict[str, float]]:
+def per_call(folder: Path, calls: int, memories: int) -> dict[str, dict[str, float]]:
     from smriti.config import Settings
     from smriti.memory import Memory
     from smriti.pipelines import runner
@@ -110,10 +110,13 @@ def per_call(folder: Path, calls: int) -> dict[str, dict[str, float]]:
         "include_superseded": False,
         "checked": True,
     }
+    # past the texts the store was filled with (fill's seed): new to it
+    fresh = make_texts(data_dir(), memories - 1, seed=7, extra=2 * (calls + BLOCK)).extra
     graphs = {"recall": recall.graph, "store": store_pipeline.graph, "shape": shape.graph}
     work = {
         "recall": (recall, lambda n: request),
-        "store": (store_pipeline, lambda n: {"content": f"Run {n}: Bob reviewed the billing migration."}),
+        # new texts, one per call and executor (the same text twice would end at dedupe)
+        "store": (store_pipeline, lambda n: {"content": fresh[n], "source": "bench"}),
         "shape": (shape, lambda n: {"query": QUERY, "mode": "recall"}),
     }
     samples: dict[str, dict[str, list[float]]] = {name: {"runner": [], "langgraph": []} for name in work}
@@ -128,7 +131,7 @@ def per_call(folder: Path, calls: int) -> dict[str, dict[str, float]]:
                     if executor == "runner":
                         runner.invoke(pipeline, payload(n), context)
                     else:
-                        graphs[name].invoke(payload(n), context=context)
+                        graphs[name].invoke(payload(n + calls + BLOCK), context=context)
                     if block:
                         samples[name][executor].append(time.perf_counter() - started)
     memory.close()
@@ -188,7 +191,7 @@ def main() -> None:
         if not (folder / "bench").is_dir():
             print(f"filling {args.memories} memories", file=sys.stderr)
             fill(folder, args.memories)
-        calls = per_call(folder, args.calls)
+        calls = per_call(folder, args.calls, args.memories)
         cold = cold_start(folder, args.spawns)
     print("| measure | runner | LangGraph | LangGraph / runner |")
     print("|---|---:|---:|---:|")
