@@ -10,8 +10,10 @@ run one:
   the modules' ``recall_graph``, ``store_graph`` and ``consolidate_graph`` are these, compiled
   at first use.
 * :func:`smriti.pipelines.runner.invoke` runs the pipeline itself, with LangGraph's semantics
-  (supersteps, reducers, joins, routes) and the same trace, for the plain runs the server, the
-  CLI and ``Memory`` make.
+  (supersteps, reducers, joins, routes, the recursion limit) and the same trace: every
+  production run (the server, the CLI, ``Memory``, the LangGraph store adapter) goes through
+  it. A pipeline whose shape leaves what the runner models (:attr:`Pipeline.refusals`,
+  ``gate.py``) runs through its compiled graph instead (docs/executor.md).
 
 Why the shape is not a ``StateGraph`` itself: importing LangGraph imports ``langchain_core``'s
 runnables and tracers and ``langsmith`` (~0.8 s on the 2-core machine), and a server's first
