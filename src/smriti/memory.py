@@ -34,16 +34,22 @@ MIN_ID_PREFIX = 4  # characters of an id that `smriti forget` accepts as its sta
 REHEARSAL_QUERY = "What did Alex say about the plan last week?"
 
 
-def run_pipeline(pipeline: Pipeline, payload: dict[str, Any], context: MemoryContext) -> Any:
+def run_pipeline(
+    pipeline: Pipeline,
+    payload: dict[str, Any],
+    context: MemoryContext,
+    on_step: Callable[[str], None] | None = None,
+) -> Any:
     """Run ``pipeline`` on ``payload``, a request already checked with ``validators.check_store``
     or ``check_recall`` (:func:`~smriti.validators.checked_input`): by the direct runner
     (``pipelines/runner.py``: the same nodes, reducers and trace as its LangGraph graph, without
-    importing LangGraph or its per-step checkpoint and channel bookkeeping, ~5 ms of a recall at
-    10k), or through the compiled graph where the runner does not apply (LangSmith tracing on)."""
+    importing LangGraph or its per-step checkpoint and channel bookkeeping), or through the
+    compiled graph where the runner's gate refuses the pipeline or LangSmith tracing is on.
+    ``on_step(node)``: as each step lands."""
     from smriti.pipelines.runner import invoke
 
     with checked_input():
-        return invoke(pipeline, payload, context)
+        return invoke(pipeline, payload, context, on_step=on_step)
 
 
 class Memory(MemoryFacade):
@@ -272,18 +278,11 @@ class Memory(MemoryFacade):
 
         ``on_step(name)`` is called as each step finishes (the CLI's progress bar).
         """
+        from smriti.pipelines.consolidate import consolidate_pipeline
+
         self._check_space()
         payload: dict[str, Any] = {} if now is None else {"now": now.isoformat()}
-        final: dict[str, Any] = {}
-        # "updates" names each step as it finishes; "values" is the whole state after it.
-        for mode, chunk in self.consolidate_graph.stream(
-            payload, context=self.context, stream_mode=["updates", "values"]
-        ):
-            if mode == "values":
-                final = chunk
-            elif on_step is not None:
-                for step in chunk:
-                    on_step(step)
+        final = run_pipeline(consolidate_pipeline, payload, self.context, on_step) or {}
         return {**final.get("report", {}), "trace": final.get("trace", [])}
 
     # ------------------------------------------------------------------------- reads

@@ -138,6 +138,13 @@ def serve(
         from smriti.server.workers import serve_workers
 
         return serve_workers(settings, host, port, no_auth, workers)
+    return _serve_in_process(settings, transport, host, port, no_auth)
+
+
+def _serve_in_process(
+    settings: Settings, transport: Literal["stdio", "streamable-http"], host: str, port: int, no_auth: bool
+) -> None:
+    """Run the app in this process on ``transport``; a start-up failure exits 1 with one line."""
     import anyio
 
     from smriti.runtime import startup_error

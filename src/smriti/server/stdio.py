@@ -177,8 +177,8 @@ async def answering_stdio(
 
 async def run_stdio(server: MCPServer) -> None:
     """``server.run_stdio_async()`` with malformed lines answered (see the module docstring)."""
-    # why the private attribute: MCPServer exposes no other way to run its low-level server on
-    # streams of our own; it is the same call run_stdio_async makes (mcp 2.3).
-    lowlevel = server._lowlevel_server
+    from smriti.server.sdk import lowlevel_server
+
+    lowlevel = lowlevel_server(server)  # the call run_stdio_async makes, on our streams
     async with answering_stdio() as (read_stream, write_stream):
         await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())

@@ -34,6 +34,7 @@ import anyio
 from smriti.config import load_settings
 from smriti.errors import NotFound, SmritiError, StoreError, UserError
 from smriti.server.http_limits import uvicorn_limits
+from smriti.server.sdk import session_count
 from smriti.server.shared.client import (
     SharedPaths,
     prepare_folders,
@@ -56,7 +57,7 @@ logger = logging.getLogger("smriti.shared")
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
-FIRST_REQUEST_GRACE = 60.0  # seconds a server nobody has talked to yet stays up (see _serve)
+FIRST_REQUEST_GRACE = 60.0  # seconds a server nobody has talked to yet stays up (see _exit_when_idle)
 _UNTRACKED = {"/status"}  # `smriti status` must not keep an idle server alive
 
 
@@ -154,98 +155,158 @@ def _add_cli_routes(server: MCPServer, runtime: Callable[[], Runtime]) -> None:
         return StreamingResponse(lines(), media_type="application/x-ndjson")
 
 
+class SharedServer:
+    """One run of the shared server: the MCP app on the socket, and what its routes report.
+
+    Built whole before it serves (the app, its routes, uvicorn), so every attribute exists by the
+    time a request or the idle check reads it; ``runtime`` is the user's memory once the app's
+    lifespan has opened it, ``startup_error`` what failed that lifespan, if anything did.
+    """
+
+    def __init__(self, settings: Settings, paths: SharedPaths) -> None:
+        from smriti.server.app import build_server
+
+        self.settings, self.paths = settings, paths
+        self.started = time.time()
+        self.digest = settings_digest(settings)
+        self.runtime: Runtime | None = None
+        self.startup_error: BaseException | None = None
+        self.mcp = build_server(settings, on_open=self._opened)
+        _add_routes(self.mcp, self.status, self.stop)
+        _add_cli_routes(self.mcp, self._memory_runtime)
+        self.activity = Activity(self._http_app())
+        self.uvicorn = self._uvicorn_server()
+
+    def _opened(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def _memory_runtime(self) -> Runtime:
+        if self.runtime is None:  # a route runs only once the lifespan has opened the memory
+            raise StoreError("the shared server has not opened the memory yet")
+        return self.runtime
+
+    def _http_app(self) -> Any:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        app = self.mcp.streamable_http_app(
+            host="localhost",
+            # A session with nothing in flight this long is gone (a relay killed without a goodbye).
+            session_idle_timeout=self.settings.shared_idle_timeout,
+            # The relay refuses a line over MAX_MESSAGE_BYTES itself (the answer in-process gives);
+            # what it posts may be larger (a byte that is not UTF-8 becomes a 3-byte U+FFFD).
+            max_request_body_size=4 * MAX_MESSAGE_BYTES,
+            # Browsers cannot reach a unix socket, but keep the SDK's Host check: it costs nothing.
+            transport_security=TransportSecuritySettings(allowed_hosts=["localhost"], allowed_origins=[]),
+        )
+        self._keep_startup_error(app)
+        return app
+
+    def _keep_startup_error(self, app: Any) -> None:
+        """Keep the exception that fails the app's start-up (uvicorn reports only its exit)."""
+        inner = app.router.lifespan_context
+
+        @contextlib.asynccontextmanager
+        async def lifespan(starlette_app: Any) -> AsyncIterator[Any]:
+            started = False
+            try:
+                async with inner(starlette_app) as state:
+                    started = True
+                    yield state
+            except BaseException as error:
+                if not started:
+                    self.startup_error = error
+                raise
+
+        app.router.lifespan_context = lifespan
+
+    def _uvicorn_server(self) -> Any:
+        import uvicorn
+
+        config = uvicorn.Config(
+            self.activity,
+            log_level=self.settings.log_level.lower(),
+            log_config=None,  # uvicorn's own config would log to stdout
+            timeout_graceful_shutdown=3,  # attached relays' open streams must not hold the exit
+            **uvicorn_limits(self.settings),
+        )
+        return uvicorn.Server(config)
+
+    def status(self) -> dict[str, Any]:
+        """What ``GET /status`` answers (``smriti status``)."""
+        from smriti import __version__
+
+        activity, settings = self.activity, self.settings
+        return {
+            "pid": os.getpid(),
+            "user": settings.accessing_user,
+            "socket": str(self.paths.socket),
+            "log": str(self.paths.log),
+            "version": __version__,
+            "db_type": settings.db_type,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
+            "uptime_s": round(time.time() - self.started, 1),
+            "sessions": session_count(self.mcp),
+            "requests_in_flight": activity.active,
+            "requests": activity.requests,
+            "idle_s": round(activity.idle_seconds(), 1),
+            "idle_timeout_s": settings.shared_idle_timeout,
+            "settings": self.digest,
+        }
+
+    def stop(self) -> None:
+        self.uvicorn.should_exit = True
+
+    async def serve(self, sock: socket.socket) -> None:
+        """Serve on ``sock`` until stopped or idle for ``SHARED_IDLE_TIMEOUT``."""
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._exit_when_idle)
+            await self.uvicorn.serve(sockets=[sock])
+            tasks.cancel_scope.cancel()
+
+    async def _exit_when_idle(self) -> None:
+        idle_timeout, userver = self.settings.shared_idle_timeout, self.uvicorn
+        while not userver.should_exit:
+            await anyio.sleep(min(1.0, idle_timeout / 4))
+            # Before its first request a server waits at least FIRST_REQUEST_GRACE: a relay starts
+            # it before importing the MCP SDK (seconds on a loaded machine), then connects.
+            limit = idle_timeout if self.activity.requests else max(idle_timeout, FIRST_REQUEST_GRACE)
+            if userver.started and self.activity.idle_seconds() >= limit:
+                logger.info("idle for %.0f s: exiting", limit)
+                userver.should_exit = True
+
+
 def run(settings: Settings) -> None:
     """Serve ``settings``' user on the shared socket until idle or stopped.
 
     Raises:
         StoreError: another shared server already serves this user.
     """
-    import uvicorn
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    from smriti import __version__
-    from smriti.server.app import build_server
-
     paths = shared_paths(settings)
     prepare_folders(paths)
     lock = process_lock(paths.server_lock)
     if not try_lock(lock):
         raise StoreError(f"a shared Smriti server already serves user {settings.accessing_user}")
-    started = time.time()
-    digest = settings_digest(settings)
-    holder: dict[str, Any] = {}
-
-    def status() -> dict[str, Any]:
-        activity: Activity = holder["activity"]
-        return {
-            "pid": os.getpid(),
-            "user": settings.accessing_user,
-            "socket": str(paths.socket),
-            "log": str(paths.log),
-            "version": __version__,
-            "db_type": settings.db_type,
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-            "uptime_s": round(time.time() - started, 1),
-            "sessions": len(server.session_manager._server_instances),  # no public count (mcp 2.3)
-            "requests_in_flight": activity.active,
-            "requests": activity.requests,
-            "idle_s": round(activity.idle_seconds(), 1),
-            "idle_timeout_s": settings.shared_idle_timeout,
-            "settings": digest,
-        }
-
-    def stop() -> None:
-        holder["uvicorn"].should_exit = True
-
     from smriti.blas import one_thread_for_this_process
 
     one_thread_for_this_process()  # the server's own process: see smriti/blas.py
-    server = build_server(settings, on_open=lambda runtime: holder.update(runtime=runtime))
-    _add_routes(server, status, stop)
-    _add_cli_routes(server, lambda: holder["runtime"])
-    app = server.streamable_http_app(
-        host="localhost",
-        # A session with nothing in flight this long is gone (a relay killed without a goodbye).
-        session_idle_timeout=settings.shared_idle_timeout,
-        # The relay refuses a line over MAX_MESSAGE_BYTES itself (the answer in-process gives);
-        # what it posts may be larger (a byte that is not UTF-8 becomes a 3-byte U+FFFD).
-        max_request_body_size=4 * MAX_MESSAGE_BYTES,
-        # Browsers cannot reach a unix socket, but keep the SDK's Host check: it costs nothing.
-        transport_security=TransportSecuritySettings(allowed_hosts=["localhost"], allowed_origins=[]),
-    )
-    _keep_startup_error(app, holder)
-    activity = holder["activity"] = Activity(app)
+    server = SharedServer(settings, paths)
     sock = bind_socket(paths)
-    config = uvicorn.Config(
-        activity,
-        log_level=settings.log_level.lower(),
-        log_config=None,  # uvicorn's own config would log to stdout
-        timeout_graceful_shutdown=3,  # attached relays' open streams must not hold the exit
-        **uvicorn_limits(settings),
-    )
-    userver = holder["uvicorn"] = uvicorn.Server(config)
     # A line per HTTP request would grow the log by the thousand in a day of use.
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
-    paths.state.write_text(json.dumps({"pid": os.getpid(), "socket": str(paths.socket), "started": started}))
-    logger.info(
-        "shared Smriti server %s (pid %d): user %s on %s, serving %s; exits after %.0f s idle",
-        __version__,
-        os.getpid(),
-        settings.accessing_user,
-        settings.db_type,
-        paths.socket,
-        settings.shared_idle_timeout,
+    paths.state.write_text(
+        json.dumps({"pid": os.getpid(), "socket": str(paths.socket), "started": server.started})
     )
-    # As server._serve_http: uvicorn re-raises the signal it caught after its clean shutdown.
+    _log_start(settings, paths)
+    # As launch._serve_http: uvicorn re-raises the signal it caught after its clean shutdown.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: None)
     try:
-        anyio.run(_serve, userver, sock, activity, settings.shared_idle_timeout)
+        anyio.run(server.serve, sock)
     except BaseException:
         # uvicorn exits (3, inside an exception group) when the lifespan fails: the reason (a
         # locked database...) is what a client must show.
-        if "startup_error" in holder:
-            raise holder["startup_error"] from None
+        if server.startup_error is not None:
+            raise server.startup_error from None
         raise
     finally:
         # Unlinked before the lock is released: a client that then finds the lock free and no
@@ -256,40 +317,18 @@ def run(settings: Settings) -> None:
     logger.info("shared Smriti server stopped")
 
 
-def _keep_startup_error(app: Any, holder: dict[str, Any]) -> None:
-    """Keep the exception that failed the app's start-up in ``holder["startup_error"]``."""
-    inner = app.router.lifespan_context
+def _log_start(settings: Settings, paths: SharedPaths) -> None:
+    from smriti import __version__
 
-    @contextlib.asynccontextmanager
-    async def lifespan(starlette_app: Any) -> AsyncIterator[Any]:
-        started = False
-        try:
-            async with inner(starlette_app) as state:
-                started = True
-                yield state
-        except BaseException as error:
-            if not started:
-                holder["startup_error"] = error
-            raise
-
-    app.router.lifespan_context = lifespan
-
-
-async def _serve(userver: Any, sock: socket.socket, activity: Activity, idle_timeout: float) -> None:
-    async def exit_when_idle() -> None:
-        while not userver.should_exit:
-            await anyio.sleep(min(1.0, idle_timeout / 4))
-            # Before its first request a server waits at least FIRST_REQUEST_GRACE: a relay starts
-            # it before importing the MCP SDK (seconds on a loaded machine), then connects.
-            limit = idle_timeout if activity.requests else max(idle_timeout, FIRST_REQUEST_GRACE)
-            if userver.started and activity.idle_seconds() >= limit:
-                logger.info("idle for %.0f s: exiting", limit)
-                userver.should_exit = True
-
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(exit_when_idle)
-        await userver.serve(sockets=[sock])
-        tasks.cancel_scope.cancel()
+    logger.info(
+        "shared Smriti server %s (pid %d): user %s on %s, serving %s; exits after %.0f s idle",
+        __version__,
+        os.getpid(),
+        settings.accessing_user,
+        settings.db_type,
+        paths.socket,
+        settings.shared_idle_timeout,
+    )
 
 
 def main() -> None:
