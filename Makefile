@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SERVER_STAMP := $(VENV)/.installed-server
 
-.PHONY: install run test lint typecheck pyright format bench bench-scale clean check-python
+.PHONY: install run test lint typecheck pyright docs format bench bench-scale clean check-python
 
 # A .venv made by another Python (a 3.11 or 3.13 on PATH once) fails later in confusing ways:
 # say so before anything is installed into it.
@@ -64,7 +64,7 @@ $(REFERENCE_STAMP):
 test: $(STAMP) $(ADAPTERS_STAMP) $(REFERENCE_STAMP)
 	$(PY) -m pytest -n 4
 
-lint: $(STAMP) typecheck pyright
+lint: $(STAMP) typecheck pyright docs
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
@@ -76,6 +76,14 @@ $(PYRIGHT):
 pyright: $(STAMP) $(PYRIGHT)
 	$(PYRIGHT)
 
+# The documentation site: the pipeline diagrams in docs/ must match the code (they are generated
+# from the pipeline definitions), then mkdocs builds the site with --strict (mkdocs.yml: a broken
+# link or anchor, or a page missing from the nav, fails the build; not --quiet, which hides the
+# warnings that --strict counts).
+docs: $(STAMP)
+	$(PY) -m smriti.pipelines.diagram --check docs/*.md
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 # The library is the package folder src/smriti/ (tests, bench, notebooks and examples are not part
 # of the installed package).
 typecheck: $(STAMP)
@@ -84,6 +92,10 @@ typecheck: $(STAMP)
 format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+# docs/settings.md is generated from src/smriti/config/ (tests/test_settings_reference.py checks it).
+docs: $(STAMP)
+	$(PY) -m smriti.cli config --markdown > docs/settings.md
 
 # The bench's packages are the [bench] extra; the MiniLM weights (providers/minilm.py runs the
 # model in numpy) come with the install stamp.
@@ -107,4 +119,4 @@ bench-scale: $(STAMP) $(REFERENCE_STAMP)
 	$(PY) -m bench.scale_mcp --sizes $(SIZES) --json bench/.cache/scale_mcp.json
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build site *.egg-info .pytest_cache .ruff_cache

@@ -115,8 +115,8 @@ class DenseRetriever:
         if not n or k <= 0:
             return []
         # BLAS gemv on one thread, as Smriti's own scan (smriti/blas.py): the fastest floor here.
-        one_blas_thread()
-        scores = self.matrix[:n] @ np.asarray(vector, dtype=np.float32)
+        with one_blas_thread():
+            scores = self.matrix[:n] @ np.asarray(vector, dtype=np.float32)
         top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
         top = sorted(top, key=lambda row: (-scores[row], row))
         return [(self.ids[row], float(scores[row])) for row in top]

@@ -244,18 +244,30 @@ class CachedEmbeddings(Embeddings):
                 self.save()
 
     def save(self) -> None:
-        """Write the cache (every 500 new vectors and at exit)."""
+        """Write the cache (every 500 new vectors and at exit).
+
+        Vectors another process saved meanwhile are kept (merged in first), and the file is
+        replaced in one step, so processes sharing the cache (``bench.shapes --jobs``) never read
+        a half-written file.
+        """
         import numpy as np
 
         if not self.pending:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            with np.load(self.path) as data:
+                for key, vector in zip(data["keys"].tolist(), data["vectors"], strict=True):
+                    self.vectors.setdefault(key, vector)
         keys = list(self.vectors)
-        np.savez(
-            self.path,
-            keys=np.array(keys),
-            vectors=np.array([self.vectors[k] for k in keys], dtype=np.float32),
-        )
+        partial = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        with partial.open("wb") as out:
+            np.savez(
+                out,
+                keys=np.array(keys),
+                vectors=np.array([self.vectors[k] for k in keys], dtype=np.float32),
+            )
+        os.replace(partial, self.path)
         self.pending = 0
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:

@@ -118,8 +118,18 @@ def load_rows(limit: int | None) -> list[dict[str, Any]]:
     return spaced([json.loads(line) for line in lines if line.strip()], limit)
 
 
-def pool_passages(rows: list[dict[str, Any]]) -> tuple[list[Passage], int]:
-    """Every question's chunks, deduplicated by title (first text kept); and the number of chunks seen."""
+def passage_content(title: str, chunk: str, labelled: bool = False) -> str:
+    """``"<title>: <text>"`` (the data's own form), or with ``labelled`` ``"Title: <title>\\n<text>"``:
+    the same passage under a labelled first line, the shape of a note with a heading."""
+    text = chunk.removeprefix(f"{title}: ")
+    return f"Title: {title}\n{text}" if labelled else f"{title}: {text}"
+
+
+def pool_passages(rows: list[dict[str, Any]], labelled: bool = False) -> tuple[list[Passage], int]:
+    """Every question's chunks, deduplicated by title (first text kept); and the number of chunks seen.
+
+    ``labelled`` stores each as ``"Title: <title>\\n<text>"`` (see :func:`passage_content`).
+    """
     passages: dict[str, Passage] = {}
     seen = 0
     for row in rows:
@@ -129,8 +139,7 @@ def pool_passages(rows: list[dict[str, Any]]) -> tuple[list[Passage], int]:
             if title in passages:
                 passages[title].chunk_ids.append(chunk["id"])
                 continue
-            content = text if text.startswith(f"{title}: ") else f"{title}: {text}"
-            passages[title] = Passage(title, content, [chunk["id"]])
+            passages[title] = Passage(title, passage_content(title, text, labelled), [chunk["id"]])
     return list(passages.values()), seen
 
 
@@ -312,6 +321,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--ablation", action="store_true", help="also run the pipeline with each stage off")
     parser.add_argument(
+        "--labelled",
+        action="store_true",
+        help='store passages as "Title: <title>\\n<text>", not "<title>: <text>" (label robustness)',
+    )
+    parser.add_argument(
         "--embedding-cache", action="store_true", help="remember MiniLM vectors in bench/.cache between runs"
     )
     parser.add_argument("--results", type=Path, default=None, help="results file (default bench/RESULTS.md)")
@@ -322,7 +336,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     setup_logging(args.verbose)
     command = command_line("bench.hotpotqa", argv)
     rows = load_rows(args.questions)
-    passages, chunks = pool_passages(rows)
+    passages, chunks = pool_passages(rows, args.labelled)
     questions = questions_of(rows)
     middle = len(questions) // 2
     questions = {"all": questions, "tune": questions[:middle], "heldout": questions[middle:]}[args.half]
@@ -350,6 +364,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "heuristic analyser (llm=None), scoring_profile=composite (defaults), prune_threshold=0, "
             "one consolidation after storing",
         )
+        + ("- Passages stored as `Title: <title>\\n<text>` (--labelled)\n" if args.labelled else "")
         + f"- Questions: {args.half} (first half = tune, where weights were chosen; second = heldout)\n"
         + f"- Data: {len(questions)} questions ({kinds['bridge']} bridge, {kinds['comparison']} comparison), "
         f"their {chunks} passages pooled into one store, {len(passages)} after deduplication by title "
@@ -368,6 +383,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(body)
     title = "HotpotQA supporting-passage retrieval" + ("" if args.half == "all" else f", {args.half} half")
     name = "hotpotqa" if args.half == "all" else f"hotpotqa-{args.half}"
+    if args.labelled:
+        title, name = f"{title}, passages as 'Title: <title>' + text", f"{name}-labelled"
     write_embedder_section(name, title, args.embedder, body, args.results)
     return {"scores": scores, "timing": timing, "systems": systems, "records": records, "body": body}
 

@@ -158,6 +158,12 @@ def normalise_evidence(raw: list[str]) -> list[str]:
     return out
 
 
+def split_samples(split: str, conversations: int | None = None) -> list[dict[str, Any]]:
+    """The conversations of ``split`` (``SPLITS``), the first ``conversations`` of them when given."""
+    every = json.loads((data_dir() / "locomo_public.json").read_text())
+    return [every[i] for i in SPLITS[split] if i < len(every)][:conversations]
+
+
 def session_time(text: str) -> datetime:
     """``"1:56 pm on 8 May, 2023"`` as an aware UTC datetime."""
     return datetime.strptime(text, "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
@@ -419,8 +425,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     embedder = make_embedder(args.embedder, cache=args.embedding_cache)
     setup_logging(args.verbose)
     command = command_line("bench.locomo", argv)
-    every = json.loads((data_dir() / "locomo_public.json").read_text())
-    samples = [every[i] for i in SPLITS[args.split] if i < len(every)][: args.conversations]
+    samples = split_samples(args.split, args.conversations)
 
     scores, timing = Scores(), defaultdict(list)
     records: list[dict[str, Any]] = []

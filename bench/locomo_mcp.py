@@ -23,7 +23,6 @@ process, as in ``bench/locomo.py``: the same-run baselines.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -38,7 +37,6 @@ from bench.baselines import BM25Retriever, DenseRetriever, FusionRetriever, rank
 from bench.common import (
     add_embedder_option,
     command_line,
-    data_dir,
     latency_summary,
     make_embedder,
     markdown_table,
@@ -57,8 +55,10 @@ from bench.locomo import (
     conversation_questions,
     conversation_turns,
     quality_tables,
+    split_samples,
 )
 from bench.scale_session import script
+from bench.tuning import Document
 
 SMRITI_MCP = "Smriti recall through MCP (defaults)"
 
@@ -92,54 +92,75 @@ def server_env(
     return env
 
 
-async def ask_through_mcp(
-    env: dict[str, str], turns: list[Turn], questions: list[Question], log: Path
-) -> tuple[list[list[list[str]]], dict[str, list[float]]]:
-    """Store the turns, consolidate once, ask every question; the ranked dia ids and the timings."""
+async def store_and_ask(
+    env: dict[str, str],
+    documents: list[Document],
+    questions: list[str],
+    log: Path,
+    modes: tuple[str, ...] = ("recall",),
+    limit: int = max(KS),
+) -> tuple[dict[str, list[list[list[str]]]], dict[str, list[float]]]:
+    """Through one ``smriti-mcp`` session over stdio: one ``smriti_store`` per document (``source``
+    and ``occurred_at`` when it has them), one ``smriti_manage consolidate``, then every question
+    once per mode (``smriti_recall``, ``limit`` results; the modes in order, so a later one meets
+    what an earlier recall reinforced). Returns per mode the ranked document keys per question, and
+    the client-side timings in ms (``store``, ``consolidate``, ``recall``/``search``)."""
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     command = script("smriti-mcp")
     params = StdioServerParameters(command=command[0], args=command[1:], env=env)
     timing: dict[str, list[float]] = defaultdict(list)
-    dia_of: dict[str, list[str]] = defaultdict(list)
-    rankings = []
+    keys_of: dict[str, list[str]] = defaultdict(list)
+    rankings: dict[str, list[list[list[str]]]] = {mode: [] for mode in modes}
     with log.open("a") as errlog:
         async with Client(stdio_client(params, errlog=errlog)) as client:
-            for turn in turns:
-                arguments = {
-                    "content": turn.content,
-                    "source": turn.session,
-                    "occurred_at": turn.when.isoformat(),
-                }
+            for document in documents:
+                arguments: dict[str, Any] = {"content": document.content}
+                if document.source:
+                    arguments["source"] = document.source
+                if document.occurred_at is not None:
+                    arguments["occurred_at"] = document.occurred_at.isoformat()
                 started = time.perf_counter()
                 stored = await client.call_tool("smriti_store", arguments)
                 timing["store"].append((time.perf_counter() - started) * 1000)
                 if stored.is_error:
                     raise RuntimeError(f"smriti_store failed: {stored.content}")
-                dia_of[stored.structured_content["id"]].append(turn.dia_id)
+                keys_of[stored.structured_content["id"]].append(document.key)
             started = time.perf_counter()
             done = await client.call_tool("smriti_manage", {"action": "consolidate"})
             timing["consolidate"].append((time.perf_counter() - started) * 1000)
             if done.is_error:
                 raise RuntimeError(f"consolidate failed: {done.content}")
-            for question in questions:
-                started = time.perf_counter()
-                result = await client.call_tool("smriti_recall", {"query": question.text, "limit": max(KS)})
-                timing["recall"].append((time.perf_counter() - started) * 1000)
-                if result.is_error:
-                    raise RuntimeError(f"smriti_recall failed: {result.content}")
-                rankings.append([dia_of.get(item["id"], []) for item in result.structured_content["results"]])
+            for mode in modes:
+                for question in questions:
+                    started = time.perf_counter()
+                    result = await client.call_tool(
+                        "smriti_recall", {"query": question, "limit": limit, "mode": mode}
+                    )
+                    timing[mode].append((time.perf_counter() - started) * 1000)
+                    if result.is_error:
+                        raise RuntimeError(f"smriti_recall failed: {result.content}")
+                    items = result.structured_content["results"]
+                    rankings[mode].append([keys_of.get(item["id"], []) for item in items])
     return rankings, timing
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+async def ask_through_mcp(
+    env: dict[str, str], turns: list[Turn], questions: list[Question], log: Path
+) -> tuple[list[list[list[str]]], dict[str, list[float]]]:
+    """Store the turns, consolidate once, ask every question; the ranked dia ids and the timings."""
+    documents = [Document(t.dia_id, t.content, t.session, t.when) for t in turns]
+    rankings, timing = await store_and_ask(env, documents, [q.text for q in questions], log)
+    return rankings["recall"], timing
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a benchmark through ``smriti-mcp``: split slice, embedder, offline default."""
     parser.add_argument("--split", choices=sorted(SPLITS), default="heldout")
     parser.add_argument("--embedding-cache", action="store_true", help="MiniLM vectors kept in bench/.cache")
     parser.add_argument("--conversations", type=int, default=None, help="first N conversations of the split")
     parser.add_argument("--questions", type=int, default=0, help="N evenly spaced questions each (0 = all)")
-    parser.add_argument("--max-turns", type=int, default=None, help="store only the first N turns")
     parser.add_argument("--results", type=Path, default=None, help="results file (default bench/RESULTS.md)")
     add_embedder_option(parser)
     parser.add_argument(
@@ -149,12 +170,37 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "where installed); --embedder then sets the baselines' dense embedder only",
     )
     parser.add_argument("--verbose", action="store_true")
+
+
+def settings_note(args: argparse.Namespace) -> str:
+    """The section's settings line for a run through ``smriti-mcp``."""
+    return (
+        "smriti-mcp over stdio, default settings and no key: the offline default embedder "
+        f"(EMBEDDING_PROVIDER=auto), {args.embedder} for the baselines"
+        if args.offline_default
+        else f"smriti-mcp over stdio, default settings, {args.embedder} embeddings"
+        + (" over the OpenAI-compatible path (384 dims)" if args.embedder == "minilm" else " (1536 dims)")
+    ) + ", heuristic analyser, consolidation once after the stores, real clock"
+
+
+def latency_table(timing: dict[str, list[float]], calls: tuple[tuple[str, str], ...]) -> str:
+    rows = [
+        [what, *(round(v, 1) for v in (s["n"], s["p50"], s["p95"], s["mean"]))]
+        for what, key in calls
+        for s in [latency_summary(timing[key])]
+    ]
+    return markdown_table(["call", "n", "p50", "p95", "mean"], rows)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_server_options(parser)
+    parser.add_argument("--max-turns", type=int, default=None, help="store only the first N turns")
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
     command = command_line("bench.locomo_mcp", argv)
     embedder = make_embedder(args.embedder, cache=args.embedding_cache)
-    every = json.loads((data_dir() / "locomo_public.json").read_text())
-    samples = [every[i] for i in SPLITS[args.split]][: args.conversations]
+    samples = split_samples(args.split, args.conversations)
 
     scores, timing = Scores(), defaultdict(list)
     started = time.perf_counter()
@@ -186,33 +232,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     elapsed = time.perf_counter() - started
 
     systems = [SMRITI_MCP, BM25Retriever.name, PLAIN_BM25, DenseRetriever.name, FusionRetriever.name]
-    latency = [
-        [what, *(round(v, 1) for v in (s["n"], s["p50"], s["p95"], s["mean"]))]
-        for what, key in (("smriti_store", "mcp:store"), ("smriti_recall", "mcp:recall"))
-        for s in [latency_summary(timing[key])]
-    ]
     consolidate_ms = statistics.fmean(timing["mcp:consolidate"])
     body = (
-        section_preamble(
-            command,
-            (
-                "smriti-mcp over stdio, default settings and no key: the offline default embedder "
-                f"(EMBEDDING_PROVIDER=auto), {args.embedder} for the baselines"
-                if args.offline_default
-                else f"smriti-mcp over stdio, default settings, {args.embedder} embeddings"
-                + (
-                    " over the OpenAI-compatible path (384 dims)"
-                    if args.embedder == "minilm"
-                    else " (1536 dims)"
-                )
-            )
-            + ", heuristic analyser, consolidation once after the stores, real clock",
-        )
+        section_preamble(command, settings_note(args))
         + f"- Data: conversations {', '.join(s['sample_id'] for s in samples)}; {turns_total} turns; "
         f"wall time {elapsed:.0f} s; load average at the end {os.getloadavg()[0]:.1f}\n\n"
         + quality_tables(scores, systems)
         + "\n### Through MCP (ms, client side)\n\n"
-        + markdown_table(["call", "n", "p50", "p95", "mean"], latency)
+        + latency_table(timing, (("smriti_store", "mcp:store"), ("smriti_recall", "mcp:recall")))
         + f"\n\nConsolidation, one call a conversation: {consolidate_ms:.0f} ms mean.\n"
     )
     print(body)

@@ -42,6 +42,7 @@ class RawServer:
         self.process = subprocess.Popen(smriti_mcp(), stdin=pipe, stdout=pipe, stderr=self.stderr, env=env)
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.replies: list[dict[str, Any]] = []
+        self.raw_replies: list[bytes] = []  # the same replies, as the bytes that came
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -74,6 +75,7 @@ class RawServer:
             reply = json.loads(line)
             assert reply.get("jsonrpc") == "2.0", reply
             self.replies.append(reply)
+            self.raw_replies.append(line)
 
     def nulls(self) -> int:
         """How many replies with id null came so far."""

@@ -293,7 +293,7 @@ def test_cli_sync_and_restore_end_to_end(remotes, tmp_path):
 
     run("store", "Desktop-only memory about Kubernetes.", location="desktop")
     refused = run("restore", location="desktop")
-    assert refused.exit_code == 1 and "not empty" in refused.stderr
+    assert refused.exit_code == 2 and "not empty" in refused.stderr
     forced = run("restore", "--force", location="desktop")
     assert forced.exit_code == 0, forced.output
     assert "Kubernetes" not in run("list", "--json", location="desktop").stdout

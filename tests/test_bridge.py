@@ -56,8 +56,14 @@ def _recall(context, query):
     return recall_graph.invoke({"query": query, "limit": 5, "explain": True}, context=context)
 
 
+# The fusion this geometry was drawn for: text-led, so that the memories sharing the question's
+# words lead without the bridge. With the dense-led defaults those memories lead even further
+# (their keyword vectors are the question's); the bridge's own effect is measured on HotpotQA.
+TEXT_LED = {"fusion_weight_similarity": 0.3, "fusion_weight_text": 0.5, "fusion_weight_cue": 0.2}
+
+
 def _ranked(context, embedder, **settings):
-    built = context(embedder=embedder, **settings)
+    built = context(embedder=embedder, **(TEXT_LED | settings))
     ids = {}
     for text in [FILM, DIRECTOR, *OTHERS]:
         ids[text] = store_graph.invoke({"content": text}, context=built)["id"]

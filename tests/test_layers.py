@@ -12,7 +12,7 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "src" / "smriti"
-PACKAGE_FOLDERS = ["pipelines", "nodes", "stores", "providers", "server", "cli", "integrations"]
+PACKAGE_FOLDERS = ["config", "pipelines", "nodes", "stores", "providers", "server", "cli", "integrations"]
 FRONT_ENDS = ("smriti.server", "smriti.cli", "smriti.integrations")
 MAX_ROOT_MODULES = 9
 

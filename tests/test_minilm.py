@@ -92,12 +92,17 @@ def test_minilm_batches_give_the_vectors_of_single_texts(model):
 
 
 def test_minilm_runs_blas_on_one_thread_fast_from_worker_threads(model):
-    """Multi-threaded OpenBLAS made each embedding 10x slower in the server's worker threads."""
+    """Multi-threaded OpenBLAS made each embedding 10x slower in the server's worker threads
+    (the server runs its process on one BLAS thread; tests/test_blas.py checks the library's
+    scopes)."""
     import time
     from concurrent.futures import ThreadPoolExecutor
 
     from threadpoolctl import threadpool_info
 
+    from smriti.blas import one_thread_for_this_process
+
+    one_thread_for_this_process()  # as the server does where it starts
     assert {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"} == {1}
 
     def timed() -> float:

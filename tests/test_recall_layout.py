@@ -11,7 +11,8 @@ from pathlib import Path
 from smriti.pipelines.recall import recall_graph
 from smriti.pipelines.store import store_graph
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+REPO = Path(__file__).resolve().parents[1]
+ARCHITECTURE = REPO / "docs" / "architecture.md"
 # What a reader opens before the steps (the tool, the library call, the graph, what flows between
 # the steps, the formulas) and after them (the store protocol and the default backend's store,
 # which names the collaborator running each query).
@@ -55,11 +56,11 @@ def test_one_recall_is_followed_in_at_most_twelve_files(make_context):
     assert len(files) <= MAX_FILES, files
 
 
-def test_the_readme_walks_the_same_files_in_the_same_order(make_context):
+def test_the_architecture_page_walks_the_same_files_in_the_same_order(make_context):
     step_modules = _runs([_module_of(node) for node in _steps_of_a_recall(make_context)])
     files = list(dict.fromkeys(BEFORE_THE_STEPS + step_modules + THE_DATABASE))
     paths = [name.removeprefix("smriti.").replace(".", "/") + ".py" for name in files]
-    text = README.read_text()
+    text = ARCHITECTURE.read_text()
     walk = text[text.index("**Following one recall.**") :]
     walk = walk[: walk.index("The helpers a step calls")]
     named = re.findall(r"`([\w/]+\.py)`", walk)
@@ -73,7 +74,7 @@ def test_no_step_module_calls_into_another(make_context):
     import ast
 
     step_modules = set(_runs([_module_of(node) for node in _steps_of_a_recall(make_context)]))
-    root = README.parent / "src" / "smriti"
+    root = REPO / "src" / "smriti"
     for module in sorted(step_modules):
         path = root / (module.removeprefix("smriti.").replace(".", "/") + ".py")
         imported = {

@@ -156,7 +156,7 @@ def test_trace_lists_every_node_that_ran(topic_context):
     _store(topic_context, "alpha notes")
     _, trace = _recall(topic_context, "alpha")
     ran = [t["node"] for t in trace]
-    assert ran[:3] == ["validate", "parse_query", "recognise"]
+    assert ran[:3] == ["validate_recall", "extract_query_cues", "recognise"]
     assert set(ran[3:6]) == {"cue_traverse", "vector_search", "fulltext_search"}
     assert ran[6:] == [
         "gather",
@@ -169,14 +169,14 @@ def test_trace_lists_every_node_that_ran(topic_context):
         "focus",
         "rerank",
         "current_only",
-        "seed_cluster",
-        "shortlist",
-        "dedupe",
+        "find_seed_cluster",
+        "shortlist_candidates",
+        "merge_duplicates",
         "cross_reference",
         "score",
         "demote_superseded",
         "reinforce",
-        "format",
+        "format_result",
     ]
     assert all(t["ms"] >= 0 for t in trace)
 
@@ -224,7 +224,7 @@ def test_shortlist_never_changes_the_top_results(make_context):
     rankings = []
     for limit in (3, 20):
         result, trace = _recall(context, "postgres garden espresso", limit=limit)
-        shortlisted = next(t for t in trace if t["node"] == "shortlist")
+        shortlisted = next(t for t in trace if t["node"] == "shortlist_candidates")
         rankings.append(([r["text"] for r in result["results"]][:3], shortlisted["notes"]))
     (small, small_notes), (large, _) = rankings
     assert small == large

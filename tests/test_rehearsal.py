@@ -26,7 +26,7 @@ def test_rehearsal_runs_every_branch_and_changes_nothing(settings) -> None:
             "vector_search",
             "gather",
             "focus",
-            "dedupe",
+            "merge_duplicates",
             "score",
         ):
             assert branch in steps, branch
@@ -40,7 +40,7 @@ def test_rehearsal_on_an_empty_memory_answers_nothing(settings) -> None:
     with Memory.open(settings) as memory:
         before = list(memory.export_records())
         trace = memory.rehearse()
-        assert trace[-1]["node"] == "format"
+        assert trace[-1]["node"] == "format_result"
         assert list(memory.export_records()) == before
         assert not any(record["kind"] == "engram" for record in before)
 

@@ -45,6 +45,7 @@ class RawRelay(RawServer):
         self.process = subprocess.Popen(command, stdin=pipe, stdout=pipe, stderr=self.stderr, env=one.env)
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.replies: list[dict[str, Any]] = []
+        self.raw_replies: list[bytes] = []
         threading.Thread(target=self._read, daemon=True).start()
 
     def raw_line(self, timeout: float = 60.0) -> bytes:
@@ -140,6 +141,28 @@ def test_a_cold_relay_answers_initialize_and_tools_list_while_no_server_can_run(
     assert heavy == [], sorted(set(heavy))
     assert "Traceback" not in text
     assert "connected to the shared Smriti server" in text  # the replay opened the session
+
+
+def test_a_kept_answer_goes_back_under_the_id_bytes_the_client_sent(one, tmp_path):
+    """As the server's wire answers (ids echoed byte for byte): an escaped character stays an
+    escape, a lone surrogate comes back as sent, with no server running."""
+    answer = json.loads(first_session(one, tmp_path))
+    starting = process_lock(one.paths.start_lock)
+    starting.acquire()  # no server can start: only the relay can answer
+    relay = RawRelay(one, tmp_path / "ids.log")
+    init_id, tools_id = b'"in\\u00edt"', b'"tools \\udaee"'
+    try:
+        relay.write(rpc("x", "initialize", INITIALIZE).replace(b'"id": "x"', b'"id": ' + init_id))
+        got = relay.raw_line()
+        assert got.startswith(b'{"jsonrpc":"2.0","id":' + init_id + b","), got
+        assert json.loads(got)["result"] == answer["result"]
+        relay.write(INITIALIZED + TOOLS.replace(b'"id": 2', b'"id": ' + tools_id))
+        got = relay.raw_line()
+        assert got.startswith(b'{"jsonrpc":"2.0","id":' + tools_id + b","), got
+        assert len(json.loads(got)["result"]["tools"]) == 3
+    finally:
+        starting.release()
+        relay.stop()
 
 
 def test_an_mcp_client_session_after_an_answer_from_the_cache(one, tmp_path):

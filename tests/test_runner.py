@@ -18,6 +18,7 @@ from langgraph.errors import InvalidUpdateError
 
 from smriti.memory import Memory
 from smriti.pipelines import runner
+from smriti.pipelines.consolidate import STEPS, consolidate_pipeline
 from smriti.pipelines.pipeline import END, START, Pipeline
 from smriti.pipelines.recall import build_recall_pipeline
 from smriti.pipelines.store import build_store_pipeline, store_graph
@@ -42,6 +43,13 @@ QUERIES = [
 def _without_timings(output: dict[str, Any]) -> dict[str, Any]:
     trace = [{k: v for k, v in entry.items() if k != "ms"} for entry in output.get("trace", [])]
     return {**output, "trace": trace}
+
+
+def _without_ms(value: Any) -> Any:
+    """``value`` with every ``ms`` key left out, at any depth (consolidation's report times steps)."""
+    if isinstance(value, dict):
+        return {key: _without_ms(item) for key, item in value.items() if key != "ms"}
+    return value
 
 
 def _ties_by_id(output: dict[str, Any]) -> dict[str, Any]:
@@ -80,14 +88,14 @@ def test_recall_runs_the_parallel_branches_once_and_joins_them(filled):
     nodes = [entry["node"] for entry in out["trace"]]
     # Pregel applies a step's writes in node-name order: the branches' trace entries too.
     assert nodes[:6] == [
-        "validate",
-        "parse_query",
+        "validate_recall",
+        "extract_query_cues",
         "recognise",
         "cue_traverse",
         "fulltext_search",
         "vector_search",
     ]
-    assert nodes.count("gather") == 1 and nodes[-2:] == ["reinforce", "format"]
+    assert nodes.count("gather") == 1 and nodes[-2:] == ["reinforce", "format_result"]
 
 
 def test_store_is_the_same_as_langgraphs(make_context):
@@ -106,18 +114,53 @@ def test_store_is_the_same_as_langgraphs(make_context):
     assert got["deduplicated"] is True
 
 
-def test_memory_runs_its_pipelines_directly(make_context, monkeypatch):
+def test_consolidate_is_the_same_as_langgraphs(make_context):
+    """Two stores filled alike, one consolidated by the runner and one by LangGraph: the same
+    report and the same steps (ids differ, so only counts and names are compared)."""
+    ours, theirs = make_context(user="ours"), make_context(user="theirs")
+    for context in (ours, theirs):
+        for text in TEXTS * 2:  # near-duplicates reinforce, so strengthen has work
+            runner.invoke(build_store_pipeline(), {"content": text, "source": "notes"}, context)
+    pipeline = consolidate_pipeline
+    steps: list[str] = []
+    got = runner.invoke(pipeline, {}, ours, on_step=steps.append)
+    expected = pipeline.compile().invoke({}, context=theirs)
+    assert got is not None and expected is not None
+    untimed = [
+        {**_without_timings(output), "report": _without_ms(output["report"])} for output in (got, expected)
+    ]
+    assert untimed[0] == untimed[1]
+    assert steps == [entry["node"] for entry in got["trace"]] == STEPS
+
+
+def test_every_production_pipeline_runs_on_the_runner(make_context, monkeypatch):
+    """Store, recall and consolidate through ``Memory`` (the server, the CLI, the library) and the
+    LangGraph store adapter's writes and recall-ranked searches: one executor, the runner."""
+    from smriti.integrations.langgraph_store import SmritiStore
+
     memory = Memory(make_context())
     calls: list[str] = []
     original = runner._run
     monkeypatch.setattr(
         runner, "_run", lambda pipeline, *a: calls.append(pipeline.name) or original(pipeline, *a)
     )
+    graphs: list[str] = []
+    monkeypatch.setattr(Pipeline, "compile", lambda self, *a, **k: graphs.append(self.name))
     stored = memory.store(TEXTS[0])
     result = memory.recall("invoices Postgres", explain=True)
-    assert calls == ["smriti_store", "smriti_recall"]
+    progress: list[str] = []
+    report = memory.consolidate(on_step=progress.append)
+    assert calls == ["smriti_store", "smriti_recall", "smriti_consolidate"]
     assert result["results"][0]["id"] == stored["id"]
-    assert stored["trace"][0]["node"] == "validate" and result["trace"][-1]["node"] == "format"
+    assert stored["trace"][0]["node"] == "validate_store" and result["trace"][-1]["node"] == "format_result"
+    assert progress == STEPS and [entry["node"] for entry in report["trace"]] == STEPS
+    calls.clear()
+    store = SmritiStore(memory, ranking="recall")
+    store.put(("notes",), "db", {"text": "Alice moved the invoices service to Postgres."})
+    found = store.search(("notes",), query="invoices Postgres")
+    assert [item.key for item in found] == ["db"]
+    assert calls == ["smriti_store", "smriti_recall"]
+    assert graphs == []  # no LangGraph graph was compiled for any of it
 
 
 def test_runs_it_does_not_model_go_through_langgraph(filled, monkeypatch):
@@ -153,7 +196,7 @@ def test_a_node_the_runner_does_not_model_sends_the_pipeline_through_langgraph()
             assert runner.invoke(pipeline, {"mode": "l"}, None) == {"mode": "l", "seen": seen}
 
 
-def test_a_server_answers_recalls_without_importing_langgraph(tmp_path):
+def test_a_server_answers_and_consolidates_without_importing_langgraph(tmp_path):
     """The point of describing pipelines without LangGraph: its ~0.8 s import (langchain_core's
     runnables and tracers, langsmith) is not on a server's path to its first recall."""
     script = f"""
@@ -170,6 +213,7 @@ stored = memory.store("Alice moved the invoices service to Postgres in March.")
 found = memory.recall("Who moved invoices to Postgres?", limit=3)
 assert found["results"][0]["id"] == stored["id"], found
 assert memory.rehearse() == []  # a real recall came first
+assert memory.consolidate()["trace"]
 memory.close()
 print(sorted(name for name in sys.modules if name.split(".")[0] in ("langgraph", "langsmith")))
 """
@@ -286,9 +330,13 @@ def test_a_state_key_whose_reducer_takes_other_arguments_is_refused_as_langgraph
     class Odd(TypedDict, total=False):
         seen: Annotated[list[str], len]  # one argument: not a reducer
 
+    def start(state: Odd, runtime: Any) -> dict[str, Any]:
+        return {"seen": ["start"]}
+
     pipeline = Pipeline("odd", Odd)
-    pipeline.add_node("start", _writer("start"))
+    pipeline.add_node("start", start)
     pipeline.add_edge(START, "start")
+    assert pipeline.runs_directly  # the reducer is checked as the run starts, as LangGraph compiles
     with pytest.raises(ValueError):
         pipeline.compile()
     with pytest.raises(ValueError, match="reducer takes"):

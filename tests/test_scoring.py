@@ -57,7 +57,7 @@ def test_rank_fusion_is_the_documented_weighted_reciprocal_rank():
     top, ranks = rank_fusion({"similarity": 0.9, "text": 1.0, "cue": 0.7}, ranked)
     assert top == pytest.approx(1.0) and ranks == {"similarity": 1, "text": 1, "cue": 1}
     k = FUSION_K
-    best = 1.0 / (k + 1)
+    best = sum(FUSION_WEIGHTS.values()) / (k + 1)  # first in every branch scores 1
     only_text_second, ranks = rank_fusion({"similarity": 0.0, "text": 0.4, "cue": 0.0}, ranked)
     assert ranks == {"text": 2}
     assert only_text_second == pytest.approx(FUSION_WEIGHTS["text"] / (k + 2) / best)
@@ -110,9 +110,19 @@ def test_fabric_profile_weights():
     assert parts["relevance"] == pytest.approx(0.5)
 
 
-def test_rank_breaks_ties_by_id():
-    items = [Candidate("b", score=1.0), Candidate("a", score=1.0), Candidate("c", score=2.0)]
-    assert [i.id for i in rank(items)] == ["c", "a", "b"]
+def test_rank_breaks_ties_by_creation_time_then_content_then_id():
+    from datetime import UTC, datetime
+
+    early, late = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)
+    items = [
+        Candidate("a", text="zebra", created_at=late, score=1.0),
+        Candidate("b", text="apple", created_at=late, score=1.0),
+        Candidate("c", text="zebra", created_at=early, score=1.0),
+        Candidate("e", text="apple", created_at=late, score=1.0),
+        Candidate("d", score=2.0),
+    ]
+    # The ids are random: they decide only between memories of the same time and content.
+    assert [i.id for i in rank(items)] == ["d", "c", "b", "e", "a"]
 
 
 def test_shortlist_keeps_whatever_can_still_reach_the_top():

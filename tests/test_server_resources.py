@@ -72,7 +72,7 @@ def test_store_and_consolidate_traces_with_explain(tmp_path):
             assert "trace" not in plain.structured_content
             stored = await client.call_tool("smriti_store", {"content": MEMORIES[1], "explain": True})
             nodes = [step["node"] for step in stored.structured_content["trace"]]
-            assert nodes[0] == "validate" and "embed" in nodes and len(nodes) >= 4
+            assert nodes[0] == "validate_store" and "embed" in nodes and len(nodes) >= 4
             consolidated = await client.call_tool("smriti_manage", {"action": "consolidate", "explain": True})
             steps = [step["node"] for step in consolidated.structured_content["trace"]]
             assert "recluster" in steps and "decay" in steps

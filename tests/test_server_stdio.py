@@ -125,7 +125,7 @@ async def exercise(client) -> None:
     assert set(await recall_ids(client, "list")) == set(ids)
 
     explained = await client.call_tool("smriti_recall", {"query": QUERY, "explain": True})
-    assert explained.structured_content["trace"][0]["node"] == "validate"
+    assert explained.structured_content["trace"][0]["node"] == "validate_recall"
 
     forgotten = await client.call_tool("smriti_manage", {"action": "forget", "memory_id": ids[2]})
     assert not forgotten.is_error and forgotten.structured_content["details"]["forgotten"] == ids[2]
@@ -281,15 +281,15 @@ def test_every_unreadable_line_gets_a_json_rpc_error_and_the_session_goes_on(tmp
             process.kill()
 
 
-def test_the_readme_tools_table_matches_the_tools(tmp_path):
-    """Every parameter the README's tools table names is the tool's, and none is missing."""
+def test_the_docs_tools_table_matches_the_tools(tmp_path):
+    """Every parameter the tools page's table names is the tool's, and none is missing."""
     import re
 
     from smriti.config import Settings
     from smriti.server.app import build_server
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    table = readme.split("### The tools", 1)[1].split("\n\n", 2)[1]
+    page = (Path(__file__).resolve().parent.parent / "docs" / "tools.md").read_text()
+    table = page.split("## The three tools", 1)[1].split("\n\n", 2)[1]
     documented = {}
     for row in table.splitlines()[2:]:
         cells = [cell.strip() for cell in row.strip("|").split(" | ")]

@@ -6,6 +6,7 @@ whatever server is still running at the end, so none outlives its test.
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import signal
@@ -25,9 +26,8 @@ from mcp.shared.exceptions import MCPError
 
 from smriti.config import Settings
 from smriti.server.shared.client import read_state, server_running, server_status, shared_paths
+from tests.client_examples import CLIENTS, EXAMPLES, example_server, pasted_env
 from tests.envs import offline_env
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "mcp"
 
 
 def script(name: str) -> list[str]:
@@ -45,6 +45,16 @@ class Shared:
         values = offline_env(location, **{"SMRITI_SHARED": "true", "SHARED_IDLE_TIMEOUT": "60", **extra})
         self.env = {**os.environ, **values}
         self.paths = shared_paths(Settings(**{k.lower(): v for k, v in values.items()}))
+
+    @classmethod
+    def pasted(cls, home: Path) -> Shared:
+        """The server of a client configured from an example file as it is: no setting at all,
+        so the user's own name and ``~/.smriti`` (``home`` stands in for the home folder)."""
+        one = cls.__new__(cls)
+        one.location = home / ".smriti"
+        one.env = pasted_env(home)
+        one.paths = shared_paths(Settings(storage_location=one.location, accessing_user=getpass.getuser()))
+        return one
 
     def params(self, env: dict[str, str] | None = None) -> StdioServerParameters:
         command = script("smriti-mcp")
@@ -95,6 +105,14 @@ def shared(tmp_path):
         one.kill()
 
 
+@pytest.fixture
+def pasted(tmp_path):
+    """The shared server of clients configured from the examples as pasted, in ``tmp_path/home``."""
+    one = Shared.pasted(tmp_path / "home")
+    yield one
+    one.kill()
+
+
 def run(main, timeout: float) -> None:
     """``anyio.run(main)``, failing after ``timeout`` seconds instead of hanging the suite."""
 
@@ -117,55 +135,57 @@ async def listed(client, limit: int = 20) -> set[str]:
     return {item["id"] for item in result.structured_content["results"]}
 
 
-def example_env(name: str, shared: Shared) -> dict[str, str]:
-    """The ``smriti`` entry of an example client configuration, on this test's folder, offline."""
-    config = json.loads((EXAMPLES / f"{name}.json").read_text())["mcpServers"]["smriti"]
-    assert config["command"] == "smriti-mcp"
-    env = {**shared.env, **config["env"]}
-    env.update(ACCESSING_USER="alice", STORAGE_LOCATION=str(shared.location))
-    for key in ("LLM_API_KEY", "EMBEDDING_API_KEY"):  # offline: the placeholders are no keys
-        env.pop(key, None)
-    return env
-
-
-def test_the_three_example_clients_at_once_share_one_server(shared, tmp_path):
-    """Claude Desktop, Cursor and Windsurf configurations started at the same moment: one server
-    starts, each client's store is seen by the others at once, and the socket is the user's alone."""
-    one = shared()
-    names = ["claude_desktop", "cursor", "windsurf"]
+def test_the_five_example_clients_at_once_share_one_server(pasted, tmp_path):
+    """Claude Desktop, Claude Code, Cursor, Windsurf and VS Code, each starting the server its
+    example file names, as pasted (no settings, no key: the offline default) and at the same
+    moment: one server starts, every tool is listed, and each client's store is recalled by the
+    others at once, in the user's own ~/.smriti."""
+    one = pasted
+    home = tmp_path / "home"
     contents = {
         "claude_desktop": "Alice prefers PostgreSQL with pgvector for retrieval projects.",
-        "cursor": "The Atlas deploy pipeline runs on GitHub Actions every night.",
-        "windsurf": "Bob recommends cursor-based pagination for the orders API.",
+        "claude_code": "The Atlas deploy pipeline runs on GitHub Actions every night.",
+        "cursor": "Bob recommends cursor-based pagination for the orders API.",
+        "windsurf": "Carol keeps the billing service on Kubernetes in Frankfurt.",
+        "vscode": "Dana reviews every schema migration before it ships.",
     }
     ids: dict[str, str] = {}
     seen: dict[str, set[str]] = {}
+    recalled: dict[str, str] = {}
     stored = anyio.Event()
 
     async def client(name: str, errlog) -> None:
-        async with Client(stdio_client(one.params(example_env(name, one)), errlog=errlog)) as session:
+        server = example_server(name)
+        env = {**one.env, **server.get("env", {})}
+        params = StdioServerParameters(command=server["command"], args=server["args"], env=env)
+        async with Client(stdio_client(params, errlog=errlog)) as session:
+            tools = await session.list_tools()
+            assert {"smriti_store", "smriti_recall", "smriti_manage"} <= {tool.name for tool in tools.tools}
             ids[name] = await store(session, contents[name])
-            if len(ids) == len(names):
+            if len(ids) == len(contents):
                 stored.set()
             await stored.wait()
             seen[name] = await listed(session)
-            status = await anyio.to_thread.run_sync(one.status)
-            assert status["sessions"] >= 1
+            result = await session.call_tool("smriti_recall", {"query": "who reviews schema migrations?"})
+            assert not result.is_error, result.content
+            recalled[name] = result.structured_content["results"][0]["id"]
 
     async def main() -> None:
         async with AsyncExitStack() as stack, anyio.create_task_group() as tasks:
-            for name in names:
+            for name in contents:
                 errlog = stack.enter_context((tmp_path / f"{name}.log").open("w"))
                 tasks.start_soon(client, name, errlog)
 
-    run(main, 180)
-    for name in names:
+    run(main, 240)
+    for name in contents:
         assert seen[name] == set(ids.values()), (name, seen[name], ids)
+        assert recalled[name] == ids["vscode"], (name, recalled[name], ids)
         relay_log = (tmp_path / f"{name}.log").read_text()
         assert "Traceback" not in relay_log, relay_log
     log = one.log()
-    assert log.count("shared Smriti server 0") == 1, log  # one server started, not three
-    assert "already serves" not in log
+    assert log.count("shared Smriti server 0") == 1, log  # one server started, not five
+    assert "already serves" not in log and "could not embed" not in log
+    assert one.paths.folder.is_relative_to(home / ".smriti")  # the default place, nothing set
     mode = stat.S_IMODE(os.stat(one.paths.socket).st_mode)
     assert stat.S_ISSOCK(os.stat(one.paths.socket).st_mode) and mode == 0o600, oct(mode)
     assert one.status()["requests_in_flight"] == 0  # the relays said goodbye
@@ -442,24 +462,29 @@ def test_a_client_with_other_settings_is_told_that_the_running_server_keeps_its_
 
 
 def test_the_readme_block_and_the_examples_name_one_memory_for_every_client():
-    """The README's quick-start block is one server entry that every client can use, and the
-    three example configurations point at the same user and folder, so they share one server."""
+    """The README's client block (the same in the getting-started page) is one server entry that
+    every client can use, offline with no key, and the example configurations set nothing that
+    would give a client a memory of its own (no user, no folder, no SMRITI_SHARED=false), so every
+    client shares the user's one server."""
     import re
 
-    readme = (EXAMPLES.parents[1] / "README.md").read_text()
-    section = readme.split("### In an MCP client", 1)[1].split("###", 1)[0]
-    block = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
-    (entry,) = block["mcpServers"].values()
+    root = EXAMPLES.parents[1]
+    readme = (root / "README.md").read_text()
+    section = readme.split("### In an MCP client", 1)[1].split("##", 1)[0]
+    text = re.search(r"```json\n(.*?)```", section, re.S).group(1)
+    assert f"```json\n{text}```" in (root / "docs" / "getting-started.md").read_text()
+    (entry,) = json.loads(text)["mcpServers"].values()
     assert Path(entry["command"]).name == "smriti-mcp"
     assert entry["args"] == []  # langchain-mcp-adapters refuses a stdio entry without args
-    assert {"ACCESSING_USER", "STORAGE_LOCATION"} <= set(entry["env"])
-    assert "SMRITI_SHARED" not in entry["env"]  # the default: shared
-    places = set()
-    for name in ("claude_desktop", "cursor", "windsurf"):
-        for server in json.loads((EXAMPLES / f"{name}.json").read_text())["mcpServers"].values():
-            places.add((server["env"]["ACCESSING_USER"], server["env"]["STORAGE_LOCATION"]))
-            assert server["env"].get("SMRITI_SHARED", "true") != "false"
-    assert len(places) == 1, places
+    env = entry.get("env", {})
+    # One memory for every client: the defaults (the OS user, ~/.smriti) or a user and folder named.
+    assert ("ACCESSING_USER" in env) == ("STORAGE_LOCATION" in env)
+    assert not any(name.endswith("_API_KEY") for name in env)  # the offline default needs none
+    assert "SMRITI_SHARED" not in env  # the default: shared
+    for client in CLIENTS:
+        server = example_server(client)
+        assert server["args"] == []
+        assert not {"ACCESSING_USER", "STORAGE_LOCATION", "SMRITI_SHARED"} & set(server.get("env", {}))
 
 
 def test_a_relay_starts_the_shared_server_before_its_client_writes_anything(shared, tmp_path):
@@ -474,7 +499,12 @@ def test_a_relay_starts_the_shared_server_before_its_client_writes_anything(shar
         while server_status(one.paths) is None:
             assert time.monotonic() < deadline, one.log()
             time.sleep(0.1)
-        assert one.status()["sessions"] == 1  # and connected to it, ready for the first line
+        # and connected to it, ready for the first line (the relay connects once it sees the
+        # server answer, a poll after the status this test saw: give it a moment, not a minute)
+        connected = time.monotonic() + 5
+        while one.status()["sessions"] != 1 and time.monotonic() < connected:
+            time.sleep(0.05)
+        assert one.status()["sessions"] == 1
         relay.close_stdin()
         assert relay.process.wait(10) == 0
     finally:

@@ -68,7 +68,12 @@ def test_store_and_recall_graphs_run_as_nodes_of_a_parent_graph(make_context):
     assert out["result"]["results"][0]["id"] == out["id"]
     assert out["answer"] == fact
     nodes = [entry["node"] for entry in out["trace"]]
-    assert nodes[0] == "validate" and "write" in nodes and "cue_traverse" in nodes and nodes[-1] == "format"
+    assert (
+        nodes[0] == "validate_store"
+        and "write" in nodes
+        and "cue_traverse" in nodes
+        and nodes[-1] == "format_result"
+    )
     assert not {"hits", "candidates", "embedding", "analysis"} & set(out)  # internals stay inside
 
 

@@ -87,7 +87,7 @@ def test_a_graph_invoked_directly_checks_in_its_validate_step(settings, applied)
         applied.clear()
         output = recall_graph.invoke(dict(RECALL), context=memory.context)
         assert applied == dict.fromkeys(RECALL_RULES, 1)
-        assert output["trace"][0]["node"] == "validate"
+        assert output["trace"][0]["node"] == "validate_recall"
         with pytest.raises(validators.InvalidInput, match="limit must be at least 1"):
             recall_graph.invoke({**RECALL, "limit": 0}, context=memory.context)
 

@@ -65,6 +65,11 @@ class RecordDimensionError(RecordFormatError):
     """An imported embedding has another dimension than the store's."""
 
 
+class EmbedderUnknown(SettingsError):
+    """A store with memories records no embedding model, and none was configured (only an
+    offline fallback could open it, and recording that guess would lock the store to it)."""
+
+
 class BackupDisabled(InvalidInput):
     """A backup operation was asked for while ``BACKUP_TYPE=none``."""
 
@@ -109,8 +114,10 @@ class NoBackupFound(BackupError):
     """The remote holds no backup for this user."""
 
 
-class RestoreRefused(BackupError):
-    """A restore would overwrite local memories and was not forced."""
+class RestoreRefused(UserError, BackupError):
+    """A restore would overwrite local memories and was not forced: nothing was changed, and
+    the user decides (``--force``), so it is a user error (exit 2) that backup code still
+    catches as a :class:`BackupError`."""
 
 
 def first_smriti_error(error: BaseException) -> SmritiError | None:

@@ -15,8 +15,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from smriti.errors import InvalidInput, NotFound
+from smriti.facade import MemoryFacade
 from smriti.stores.records import import_into
-from smriti.validators import RecallRequest, StoreRequest, check_recall, check_store
+from smriti.validators import RecallRequest, StoreRequest, checked_input
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -33,18 +34,30 @@ MIN_ID_PREFIX = 4  # characters of an id that `smriti forget` accepts as its sta
 REHEARSAL_QUERY = "What did Alex say about the plan last week?"
 
 
-def run_pipeline(pipeline: Pipeline, payload: dict[str, Any], context: MemoryContext) -> Any:
-    """Run ``pipeline`` on ``payload``: by the direct runner (``pipelines/runner.py``: the same
-    nodes, reducers and trace as its LangGraph graph, without importing LangGraph or its per-step
-    checkpoint and channel bookkeeping, ~5 ms of a recall at 10k), or through the compiled graph
-    where the runner does not apply (LangSmith tracing on)."""
+def run_pipeline(
+    pipeline: Pipeline,
+    payload: dict[str, Any],
+    context: MemoryContext,
+    on_step: Callable[[str], None] | None = None,
+) -> Any:
+    """Run ``pipeline`` on ``payload``, a request already checked with ``validators.check_store``
+    or ``check_recall`` (:func:`~smriti.validators.checked_input`): by the direct runner
+    (``pipelines/runner.py``: the same nodes, reducers and trace as its LangGraph graph, without
+    importing LangGraph or its per-step checkpoint and channel bookkeeping), or through the
+    compiled graph where the runner's gate refuses the pipeline or LangSmith tracing is on.
+    ``on_step(node)``: as each step lands."""
     from smriti.pipelines.runner import invoke
 
-    return invoke(pipeline, payload, context)
+    with checked_input():
+        return invoke(pipeline, payload, context, on_step=on_step)
 
 
-class Memory:
-    """One user's memory: store, recall, forget, consolidate, stats, export and import."""
+class Memory(MemoryFacade):
+    """One user's memory: store, recall, forget, consolidate, stats, export and import.
+
+    :meth:`store` and :meth:`recall` (checking a request where it enters) are
+    :class:`~smriti.facade.MemoryFacade`'s; this class runs the checked requests' pipelines.
+    """
 
     def __init__(self, context: MemoryContext) -> None:
         self.context = context
@@ -98,7 +111,6 @@ class Memory:
             "memory_type": None,
             "explain": False,
             "include_superseded": False,
-            "checked": True,
         }
         return list(run_pipeline(self._recall_pipeline, payload, self.context)["trace"])
 
@@ -156,53 +168,25 @@ class Memory:
         settings = settings or load_settings()
         return cls(build_context(settings, user=user, llm=llm, embedder=embedder))
 
+    @property
+    def settings(self) -> Settings:
+        """The settings this memory was opened with (its limits check requests)."""
+        return self.context.settings
+
     # ------------------------------------------------------------------------- writes
-    def store(
-        self,
-        content: str,
-        importance: float = 0.5,
-        tags: str = "",
-        source: str = "",
-        created_at: datetime | None = None,
-        occurred_at: datetime | None = None,
-        supersedes: str = "",
-    ) -> dict[str, Any]:
-        """Remember ``content``; returns id, memory_type, cues, cluster_id, deduplicated and trace.
-
-        ``occurred_at`` is when the remembered event happened (the memory's time, which recall's
-        time windows and recency read); ``created_at`` sets the store time too (imports and
-        simulations that replay a past timeline).
-        ``supersedes`` names an older memory this one corrects (it is marked ``superseded_by``
-        the new one). With a chat model configured the memory is stored with the offline
-        analysis and the model's analysis is queued (:meth:`enrich`, or the server's worker).
-
-        Raises:
-            InvalidInput: a rule of ``validators.check_store`` is broken (nothing is stored).
-            NotFound: ``supersedes`` names no memory (nothing is stored).
-        """
-        request = check_store(
-            content,
-            max_chars=self.context.settings.max_content_chars,
-            importance=importance,
-            tags=tags,
-            source=source,
-            occurred_at=occurred_at,
-            supersedes=supersedes,
-        )
-        return self.store_checked(request, created_at=created_at)
-
     def store_checked(self, request: StoreRequest, created_at: datetime | None = None) -> dict[str, Any]:
         """:meth:`store` for a request its caller already checked with ``validators.check_store``
         (the MCP tools and the CLI do, where the request enters): the rules are not applied again."""
-        payload: dict[str, Any] = {**request, "checked": True}
+        payload: dict[str, Any] = dict(request)
         if created_at is not None:
             payload["created_at"] = created_at.isoformat()
         self._check_space()
         self._touch()
         # Atomic: the pipeline's nodes run in this thread (the graph is linear), so every
-        # write they make joins this one transaction; a failure anywhere rolls all of it back,
-        # and a killed process leaves the whole memory or none (on a transactional store).
-        with self.context.write_lock, self.context.store.transaction():
+        # write they make joins this one batch (a transaction; FalkorDB: one MULTI/EXEC); a
+        # failure anywhere drops all of it, and a killed process or database leaves the whole
+        # memory or none.
+        with self.context.write_lock, self.context.store.write_batch():
             output = run_pipeline(self._store_pipeline, payload, self.context)
         if self._worker is not None:
             self._worker.touch()
@@ -294,56 +278,20 @@ class Memory:
 
         ``on_step(name)`` is called as each step finishes (the CLI's progress bar).
         """
+        from smriti.pipelines.consolidate import consolidate_pipeline
+
         self._check_space()
         payload: dict[str, Any] = {} if now is None else {"now": now.isoformat()}
-        final: dict[str, Any] = {}
-        # "updates" names each step as it finishes; "values" is the whole state after it.
-        for mode, chunk in self.consolidate_graph.stream(
-            payload, context=self.context, stream_mode=["updates", "values"]
-        ):
-            if mode == "values":
-                final = chunk
-            elif on_step is not None:
-                for step in chunk:
-                    on_step(step)
+        final = run_pipeline(consolidate_pipeline, payload, self.context, on_step) or {}
         return {**final.get("report", {}), "trace": final.get("trace", [])}
 
     # ------------------------------------------------------------------------- reads
-    def recall(
-        self,
-        query: str = "",
-        limit: int = 5,
-        mode: str = "recall",
-        memory_type: str | None = None,
-        explain: bool = False,
-        include_superseded: bool = False,
-    ) -> dict[str, Any]:
-        """Recall memories in the unified result format (with the trace when ``explain``).
-
-        Superseded memories (corrected by a newer one) are left out unless
-        ``include_superseded``; then they come back ranked below the current facts, with
-        ``superseded_by`` set.
-
-        Raises:
-            InvalidInput: a rule of ``validators.check_recall`` is broken (nothing is read).
-        """
-        request = check_recall(
-            query,
-            max_results=self.context.settings.memory_fabric_max_results,
-            limit=limit,
-            mode=mode,
-            memory_type=memory_type,
-            explain=explain,
-            include_superseded=include_superseded,
-        )
-        return self.recall_checked(request)
-
     def recall_checked(self, request: RecallRequest) -> dict[str, Any]:
         """:meth:`recall` for a request its caller already checked with ``validators.check_recall``
         (the MCP tools and the CLI do, where the request enters): the rules are not applied again."""
         self._touch()
         self._recalled = True
-        output = run_pipeline(self._recall_pipeline, {**request, "checked": True}, self.context)
+        output = run_pipeline(self._recall_pipeline, dict(request), self.context)
         self._touch()
         result = output["result"]
         if request["explain"]:

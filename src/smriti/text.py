@@ -127,3 +127,33 @@ def search_terms(text: str) -> list[str]:
     to 0.61 (bench/RESULTS.md).
     """
     return content_words(text, min_length=2)
+
+
+# Labels people put in front of a memory ("Title: ...", "Note: ...", "Q: ...", "## Deploys",
+# "2024-05-01: ...", "- ..."): what follows is what the memory is about, not the label. A label
+# that became a cue made "title" the subject of every 2Wiki passage and turned the bridge off.
+LABEL_WORDS = frozenset(
+    "title note notes memo q a question answer summary tldr tl;dr todo fixme update reminder fact "
+    "tip idea decision context topic subject re fyi important nb ps log entry date source".split()
+)
+_LABEL = regex.compile(
+    r"\A\s*(?:"
+    r"\#{1,6}[ \t]+"  # a Markdown heading's marks
+    r"|[-*•>][ \t]+"  # a bullet or a quote
+    r"|\[[^\]\n]{1,40}\][ \t]*"  # "[2024-05-01]", "[meeting]"
+    r"|\d{4}-\d\d-\d\d(?:[ T]\d\d:\d\d(?::\d\d)?)?[ \t]*(?:[:\-–—][ \t]*)?"  # an ISO date
+    r"|(?P<word>[\p{L};]{1,9})[ \t]*(?:[:：][ \t]*|\n)"  # "Title:", "Note:", "Q:", a "Summary" line
+    r")"
+)
+
+
+def strip_label(text: str) -> str:
+    """``text`` without the labels it starts with ("## Note: Dana leads" -> "Dana leads")."""
+    while match := _LABEL.match(text):
+        word = match.group("word")
+        if word is not None and word.casefold() not in LABEL_WORDS:
+            break  # "Melanie: ..." names the speaker: that is what the memory is about
+        if match.end() == 0 or match.end() >= len(text.rstrip()):
+            break  # a label with nothing after it is the text itself
+        text = text[match.end() :]
+    return text

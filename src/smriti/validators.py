@@ -8,8 +8,10 @@ and returns the cleaned value.
 entry points call them exactly once per request: the MCP tools at the tool boundary
 (``server/app.py``), the CLI's commands, :class:`~smriti.memory.Memory` for Python callers, and
 the graphs' validate steps for callers that invoke a graph directly. A request checked this
-way enters the graph marked ``checked`` and its validate step does not check it again
-(``tests/test_validation_once.py`` counts). The MCP tool schemas only advertise the rules
+way runs inside :func:`checked_input` and its validate step does not check it again
+(``tests/test_validation_once.py`` counts). The mark is a context variable set for that one run,
+not a key of the graph's input: nothing a caller puts in a graph's input skips validation.
+The MCP tool schemas only advertise the rules
 (:func:`importance_schema`, :func:`limit_schema`, :func:`choice_schema`): the SDK's argument
 model checks types, never a rule of its own.
 """
@@ -17,6 +19,9 @@ model checks types, never a rule of its own.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Literal, TypedDict, get_args
 
@@ -30,6 +35,26 @@ assert get_args(MemoryType) == tuple(MEMORY_TYPES), "MemoryType must list stores
 RecallMode = Literal["recall", "search", "list"]
 """recall: the full pipeline; search: vector similarity only; list: most recently accessed."""
 RECALL_MODES: tuple[str, ...] = get_args(RecallMode)
+
+# True while a pipeline runs a request its entry point already checked (see checked_input).
+_input_checked: ContextVar[bool] = ContextVar("smriti_input_checked", default=False)
+
+
+@contextmanager
+def checked_input() -> Iterator[None]:
+    """Run a pipeline on a request checked with :func:`check_store` or :func:`check_recall`
+    where it entered: its validate step does not apply the rules again. Context variables reach
+    the nodes on the direct runner and through LangGraph, which copy the caller's context."""
+    token = _input_checked.set(True)
+    try:
+        yield
+    finally:
+        _input_checked.reset(token)
+
+
+def input_is_checked() -> bool:
+    """Whether the running pipeline's request was checked where it entered (:func:`checked_input`)."""
+    return _input_checked.get()
 
 
 def check_content(content: Any, max_chars: int) -> str:

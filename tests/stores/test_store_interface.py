@@ -10,7 +10,7 @@ import pytest
 from smriti.stores.base import BACKEND_METHODS, GraphStore, StoreBase
 from smriti.stores.cypher.store import CypherGraphStore
 from smriti.stores.kuzu.store import KuzuStore
-from smriti.stores.operations import Forward, forwarded, handed
+from smriti.stores.operations import Forward, collaborators, forwarded, handed
 from smriti.stores.sqlite.store import SqliteStore
 
 BACKENDS = [SqliteStore, KuzuStore, CypherGraphStore]
@@ -104,6 +104,9 @@ class _Collaborator:
         return None
 
 
+DECLARED = {"__annotations__": {"graph": "_Collaborator"}}  # a class body's `graph: _Collaborator`
+
+
 @pytest.mark.parametrize(
     ("name", "method", "message"),
     [
@@ -114,12 +117,31 @@ class _Collaborator:
 )
 def test_a_wrong_declaration_is_refused_at_import(name, method, message):
     with pytest.raises(TypeError, match=message):
-        type("Half", (StoreBase,), {name: handed("graph", method)})
+        type("Half", (StoreBase,), {**DECLARED, name: handed("graph", method)})
+
+
+def test_a_misspelt_collaborator_is_refused_when_the_class_is_defined():
+    with pytest.raises(TypeError, match="handed to 'grpah', which Typo does not declare"):
+        type("Typo", (StoreBase,), {**DECLARED, "cues_of": handed("grpah", _Collaborator.cues_of)})
+    with pytest.raises(TypeError, match="does not declare"):
+
+        class Undeclared(StoreBase):  # the collaborator is only made in __init__: not enough
+            cues_of = handed("graph", _Collaborator.cues_of)
+
+            def __init__(self) -> None:
+                self.graph = _Collaborator()
+
+
+def test_every_real_backend_declares_the_collaborators_it_hands_to():
+    for backend in (SqliteStore, KuzuStore, CypherGraphStore):
+        assert {forward.attribute for forward in forwarded(backend).values()} <= collaborators(backend)
 
 
 def test_a_backend_whose_declarations_cover_the_rest_constructs():
     written = {name: (lambda self, *a, **k: None) for name in BACKEND_METHODS if name != "cues_of"}
-    backend = type("Grouped", (StoreBase,), {**written, "cues_of": handed("graph", _Collaborator.cues_of)})
+    backend = type(
+        "Grouped", (StoreBase,), {**DECLARED, **written, "cues_of": handed("graph", _Collaborator.cues_of)}
+    )
     store = backend()
     store.graph = _Collaborator()
     assert store.cues_of(["x"]) == {} and store.cues_of.__self__ is store.graph

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import typer
 
+from smriti.cli.config import config as config_command
 from smriti.cli.remote import call_tool
 from smriti.cli.render import (
     components_table,
@@ -54,7 +55,8 @@ if TYPE_CHECKING:
 
 app = typer.Typer(
     name="smriti",
-    help="Smriti: graph-shaped long-term memory for LLM agents (configuration from environment variables).",
+    help="Smriti: graph-shaped long-term memory for LLM agents "
+    "(configuration from environment variables: `smriti config` shows it).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -63,6 +65,7 @@ app = typer.Typer(
 graph_app = typer.Typer(help="Print a pipeline graph as a Mermaid diagram.", no_args_is_help=True)
 app.add_typer(graph_app, name="graph")
 app.add_typer(token_app, name="token")
+app.command("config")(config_command)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 ServerOption = Annotated[

@@ -28,7 +28,8 @@ def call_tool(url: str, name: str, arguments: dict[str, Any], *, uds: str | None
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from smriti.server.sdk import http_client
 
     token = os.environ.get("SMRITI_TOKEN", "").strip()
     headers = {"Authorization": f"Bearer {token}"} if token else None
@@ -50,7 +51,7 @@ def call_tool(url: str, name: str, arguments: dict[str, Any], *, uds: str | None
                 transport=httpx2.AsyncHTTPTransport(uds=uds), timeout=httpx2.Timeout(30.0, read=None)
             )
         else:
-            http = create_mcp_http_client(headers=headers)
+            http = http_client(headers=headers)
         async with http:
             http.event_hooks["response"].append(note_refusal)
             async with Client(streamable_http_client(url, http_client=http)) as client:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from smriti.cli.remote import call_tool
 from smriti.errors import InvalidInput, NotFound, StoreError
+from smriti.facade import MemoryFacade
 from smriti.server.shared.client import MCP_URL, SharedPaths, http_client, serving
 
 if TYPE_CHECKING:
@@ -29,53 +30,30 @@ NEEDS_THE_DATABASE = (
 )
 
 
-class SharedMemory:
-    """The :class:`~smriti.memory.Memory` methods the CLI calls, answered by the shared server."""
+class SharedMemory(MemoryFacade):
+    """A memory the user's shared server holds open: :meth:`store` and :meth:`recall` are
+    :class:`~smriti.facade.MemoryFacade`'s (checked here, as :class:`~smriti.memory.Memory`
+    checks them); the checked requests, and the rest the CLI calls, go to the server."""
 
-    def __init__(self, paths: SharedPaths) -> None:
+    def __init__(self, paths: SharedPaths, settings: Settings) -> None:
         self.paths = paths
+        self._settings = settings
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
 
     def _tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return call_tool(MCP_URL, name, arguments, uds=str(self.paths.socket))
 
-    def store(
-        self,
-        content: str,
-        importance: float = 0.5,
-        tags: str = "",
-        source: str = "",
-        occurred_at: datetime | None = None,
-        supersedes: str = "",
-    ) -> dict[str, Any]:
-        arguments = {"content": content, "importance": importance, "tags": tags, "source": source}
-        if occurred_at is not None:
-            arguments["occurred_at"] = occurred_at.isoformat()
-        if supersedes:
-            arguments["supersedes"] = supersedes
-        return self._tool("smriti_store", arguments)
-
-    def recall(
-        self,
-        query: str = "",
-        limit: int = 5,
-        mode: str = "recall",
-        memory_type: str | None = None,
-        explain: bool = False,
-        include_superseded: bool = False,
-    ) -> dict[str, Any]:
-        arguments = {
-            "query": query,
-            "limit": limit,
-            "mode": mode,
-            "memory_type": memory_type,
-            "explain": explain,
-            "include_superseded": include_superseded,
-        }
-        return self._tool("smriti_recall", arguments)
-
     # The CLI checked these where they entered; the server checks them again at its own tool
     # boundary, since a server takes no other process's word for its input.
-    def store_checked(self, request: StoreRequest) -> dict[str, Any]:
+    def store_checked(self, request: StoreRequest, created_at: datetime | None = None) -> dict[str, Any]:
+        if created_at is not None:
+            raise InvalidInput(
+                "the shared Smriti server stores a memory at the time it receives it: run "
+                "`smriti stop` to store one with a past created_at"
+            )
         return self._tool("smriti_store", {key: value for key, value in request.items() if value != ""})
 
     def recall_checked(self, request: RecallRequest) -> dict[str, Any]:
@@ -114,9 +92,9 @@ class SharedMemory:
 class SharedRuntime:
     """What ``cli._runtime`` yields while the shared server holds the memory."""
 
-    def __init__(self, paths: SharedPaths) -> None:
+    def __init__(self, paths: SharedPaths, settings: Settings) -> None:
         self.paths = paths
-        self.memory = SharedMemory(paths)
+        self.memory = SharedMemory(paths, settings)
 
     def consolidate(self, on_step: Callable[[str], None] | None = None) -> dict[str, Any]:
         done = self.memory._tool("smriti_manage", {"action": "consolidate", "explain": True})
@@ -140,4 +118,4 @@ def shared_runtime(settings: Settings, user: str | None) -> SharedRuntime | None
     if user is not None and user != settings.accessing_user:
         settings = settings.model_copy(update={"accessing_user": user})
     paths = serving(settings)
-    return None if paths is None else SharedRuntime(paths)
+    return None if paths is None else SharedRuntime(paths, settings)

@@ -87,10 +87,12 @@ from smriti.integrations.store_index import (
 )
 from smriti.integrations.store_items import Entry, ItemMeta, vector_key
 from smriti.integrations.store_ttl import Sweeper, expiry, is_expired
+from smriti.pipelines.runner import invoke
 
 if TYPE_CHECKING:
     from smriti.memory import Memory
     from smriti.nodes.state import MemoryContext
+    from smriti.pipelines.pipeline import Pipeline
 
 __all__ = ["SmritiStore", "matches_filter", "namespace_matches", "parse_source", "source_of"]
 
@@ -172,7 +174,7 @@ class SmritiStore(BaseStore):
         ranking: Ranking = "similarity",
     ) -> None:
         from smriti.integrations.tools import as_memory
-        from smriti.pipelines.store import store_graph
+        from smriti.pipelines.store import store_pipeline
 
         if ranking not in ("similarity", "recall"):
             raise ValueError(f"ranking must be 'similarity' or 'recall', got {ranking!r}")
@@ -193,8 +195,8 @@ class SmritiStore(BaseStore):
         self._write_context = dataclasses.replace(
             context, settings=settings.model_copy(update={"store_dedup_threshold": 2.0})
         )
-        self._store_graph = store_graph
-        self._recall_graph: Any = None  # built at the first recall-ranked search
+        self._store_pipeline = store_pipeline
+        self._recall_pipeline: Pipeline | None = None  # built at the first recall-ranked search
         self._lock = threading.RLock()
         self._sweeper: Sweeper | None = None
         self._reindex_if_changed()
@@ -300,14 +302,15 @@ class SmritiStore(BaseStore):
         label = "/".join(namespace).replace(",", " ")
         entries = self._meta.entries(namespace)
         previous = entries.get(key)
-        output = self._store_graph.invoke(
+        output = invoke(
+            self._store_pipeline,
             {
                 "content": content,
                 "importance": self.importance,
                 "tags": f"{STORE_TAG},ns:{label}",
                 "source": source_of(namespace, key),
             },
-            context=self._write_context,
+            self._write_context,
         )
         now = self._now()
         if previous is not None and previous["id"] != output["id"]:
@@ -417,11 +420,11 @@ class SmritiStore(BaseStore):
 
     def _recall_page(self, op: SearchOp, now: datetime) -> list[tuple[SearchItem, str]]:
         """Rank by Smriti's recall score; keep the prefix's live items that pass the filter."""
-        from smriti.pipelines.recall import build_recall_graph
+        from smriti.pipelines.recall import build_recall_pipeline
 
-        if self._recall_graph is None:
+        if self._recall_pipeline is None:
             # Without its reinforce step: only the page returned is reinforced (by _search).
-            self._recall_graph = build_recall_graph(reinforce=False)
+            self._recall_pipeline = build_recall_pipeline(reinforce=False)
         context = self.memory.context
         pool = max((op.offset + op.limit) * _OVERSAMPLE, _MIN_POOL)
         search_context = dataclasses.replace(
@@ -435,7 +438,7 @@ class SmritiStore(BaseStore):
         )
         # Items are values under keys, not facts that correct each other: none is hidden.
         query = {"query": op.query, "limit": pool, "include_superseded": True}
-        output = self._recall_graph.invoke(query, context=search_context)
+        output = invoke(self._recall_pipeline, query, search_context)
         prefix = tuple(op.namespace_prefix)
         entries_cache: dict[tuple[str, ...], dict[str, Entry]] = {}
         kept: list[tuple[SearchItem, str]] = []

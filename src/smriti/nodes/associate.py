@@ -54,7 +54,7 @@ HOP_SEEDS = 10
 HOP_WIDTH = 30
 
 
-@traced("activate")
+@traced
 def activate(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """The graph branch: spread activation from the query's cues and best hits, fuse its ranks."""
     context = runtime.context
@@ -81,7 +81,7 @@ def activate(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, A
         if candidate.graph_score > 0 and "graph" not in candidate.origins:
             candidate.origins = [*candidate.origins, "graph"]
         score_relevance(candidate, ranked, state["mode"], context.fusion)
-    everything.sort(key=lambda c: (-c.relevance, c.id))
+    everything.sort(key=lambda c: (-c.relevance, c.tie))
     return {
         "candidates": everything,
         "branch_scores": ranked,
@@ -117,7 +117,7 @@ def context_relevance(
     return passed
 
 
-@traced("conversation_context")
+@traced
 def conversation_context(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Raise the neighbours (same source, nearby in time) of the best candidates, see the module doc."""
     context = runtime.context
@@ -150,7 +150,7 @@ def conversation_context(state: RecallState, runtime: Runtime[MemoryContext]) ->
                 candidate.via = via
             raised.append(candidate)
         out.append(candidate)
-    out.sort(key=lambda c: (-c.relevance, c.id))
+    out.sort(key=lambda c: (-c.relevance, c.tie))
     return {
         "candidates": out,
         "_candidates": trace_scores(raised),
@@ -159,7 +159,7 @@ def conversation_context(state: RecallState, runtime: Runtime[MemoryContext]) ->
 
 
 # ----------------------------------------------------------------------------- multi-hop
-@traced("multi_hop")
+@traced
 def multi_hop(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Breadth-first over AssociatedWith from the best direct hits, up to MAX_HOPS.
 
@@ -193,7 +193,7 @@ def multi_hop(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
             known[candidate.id] = candidate
         candidates.extend(new)
         added += len(new)
-        frontier = sorted(new, key=lambda c: (-c.relevance, c.id))[:HOP_SEEDS]
+        frontier = sorted(new, key=lambda c: (-c.relevance, c.tie))[:HOP_SEEDS]
     return {
         "candidates": candidates,
         "_candidates": trace_scores([c for c in candidates if c.hops]),
@@ -202,7 +202,7 @@ def multi_hop(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
 
 
 # ----------------------------------------------------------------------------- episodes
-@traced("episode_context")
+@traced
 def episode_context(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Raise each candidate by the evidence of its episode (see :func:`episode_relevance`)."""
     settings = runtime.context.settings
@@ -218,7 +218,7 @@ def episode_context(state: RecallState, runtime: Runtime[MemoryContext]) -> dict
             candidate.relevance, evidence[episode_of(candidate)], best, settings.episode_weight
         )
         out.append(candidate)
-    out.sort(key=lambda c: (-c.relevance, c.id))
+    out.sort(key=lambda c: (-c.relevance, c.tie))
     strongest = sorted(evidence.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
     return {
         "candidates": out,

@@ -13,9 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from smriti.nodes.learned import learned_relevance
 from smriti.nodes.scoring import DEFAULT_FUSION, Fusion, cosine, fused_relevance, vector_norm
 from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState
 from smriti.stores.base import MAX_CUE_NAME, normalise_cue_name
+from smriti.text import strip_label
 
 # The candidate attribute behind each fused branch (the keys of scoring.FUSION_WEIGHTS).
 SIGNALS = {"similarity": "similarity", "text": "text_score", "cue": "cue_score", "graph": "graph_score"}
@@ -72,6 +74,11 @@ def score_relevance(
         candidate.relevance = candidate.similarity
         return
     signals = {branch: getattr(candidate, attr) for branch, attr in SIGNALS.items()}
+    if fusion.model is not None:
+        candidate.relevance, candidate.ranks, candidate.fused = learned_relevance(
+            signals, ranked, fusion.model
+        )
+        return
     candidate.relevance, candidate.ranks = fused_relevance(signals, ranked, fusion)
 
 
@@ -81,7 +88,7 @@ def best_with_ties(candidates: Sequence[Candidate], n: int) -> list[Candidate]:
     Which of several equally relevant candidates made a cut would otherwise depend on their
     ids (random), and a stage seeded by them would rank the same memories differently per store.
     """
-    ordered = sorted(candidates, key=lambda c: (-c.relevance, c.id))
+    ordered = sorted(candidates, key=lambda c: (-c.relevance, c.tie))
     if n <= 0:
         return []
     if len(ordered) <= n:
@@ -90,18 +97,24 @@ def best_with_ties(candidates: Sequence[Candidate], n: int) -> list[Candidate]:
     return [c for c in ordered if c.relevance >= floor]
 
 
+# Cue types that say when or what kind, never who or what a memory is about.
+NOT_SUBJECTS = frozenset({"keyword", "tag", "time", "nationality"})
+
+
 def memory_subject(text: str, entities: Iterable[str], types: Mapping[str, str]) -> str:
-    """The entity a memory is about: the longest of its entity cues (not keywords) that its text
-    starts with as a whole word ("Melanie: ...", "John Smith prefers ..."); "" when none.
+    """The entity a memory is about: the longest of its entity cues that its text starts with as
+    a whole word ("Melanie: ...", "John Smith prefers ..."), after any label ("Title: ...",
+    "Note: ...", "## ..."); "" when none. Times, nationalities and keywords are never subjects.
 
     The text's head is normalised as cue names are (lower case, hyphens for spaces), so a
     multi-word name matches its cue; by the uncached function, as every head is new. Only as
     much of the text as the longest name can cover is normalised: focus asks this of every
     candidate, and normalising 200 characters each time was ~3 ms of a recall at 10k.
     """
-    names = [name for name in entities if types.get(name) != "keyword"]
+    names = [name for name in entities if types.get(name) not in NOT_SUBJECTS]
     if not names:
         return ""
+    text = strip_label(text)
     longest = max(map(len, names))
     cut = min(2 * longest + 2, MAX_CUE_NAME + 1)  # twice: runs of spaces fold into one hyphen
     head = normalise_cue_name.__wrapped__(text[:cut])

@@ -52,7 +52,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-CACHE_KEY = "leiden_engine"
 # Graphs with this many edges are clustered in a subprocess: Leiden holds the GIL ~30 ms at
 # 1k engrams (~4k edges) but seconds at 100k; below, starting a process (~0.3 s) is not worth it.
 SUBPROCESS_MIN_EDGES = 5_000
@@ -65,10 +64,9 @@ def engine_for(context: MemoryContext) -> LeidenEngine:
     """The user's engine, kept in the context cache, its resolution read from the store's metadata
     at every run: another server process on the same database may have retuned it since (two
     reads per consolidation; the engine in memory never outranks what the database says)."""
-    engine = context.cache.get(CACHE_KEY)
+    engine = context.cache.leiden
     if engine is None:
-        engine = LeidenEngine(retune_growth=context.settings.leiden_retune_growth)
-        context.cache[CACHE_KEY] = engine
+        engine = context.cache.leiden = LeidenEngine(retune_growth=context.settings.leiden_retune_growth)
     engine.load(context.store)
     engine.retune_growth = context.settings.leiden_retune_growth
     return engine
@@ -88,13 +86,14 @@ def cluster(engine: LeidenEngine, edges: IndexedEdges) -> tuple[ClusterResult, l
                 ran.tuned_nodes,
                 ran.tunings,
             )
+            engine.last_digest, engine.last_result = ran.last_digest, ran.last_result
             return result, labels.tolist()
     _, result, labels = cluster_job(engine, edges)
     return result, labels.tolist()
 
 
 # ----------------------------------------------------------------------------- node
-@traced("recluster")
+@traced
 def recluster(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Leiden over the AssociatedWith graph; changed cluster ids are written in chunks.
 
@@ -124,7 +123,7 @@ def recluster(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[
             engine.save(store)
     leiden = {**result.report(), "changed": changed}
     if result.skipped:
-        notes = f"skipped: {result.skipped}; {changed} reset to -1"
+        notes = f"skipped: {result.skipped}" + (f"; {changed} reset to -1" if changed else "")
     else:
         how = "tuned" if result.tuned else "cached"
         notes = (

@@ -177,7 +177,7 @@ def update_in_chunks(
     return written
 
 
-@traced("decay")
+@traced
 def decay(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Exponential decay of every engram since its last access (idempotent, see the module doc)."""
     context = runtime.context
@@ -205,7 +205,7 @@ def decay(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str,
     }
 
 
-@traced("prune")
+@traced
 def prune(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Delete engrams whose decay factor fell below PRUNE_THRESHOLD, unless important."""
     context = runtime.context
@@ -240,7 +240,7 @@ def prune(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str,
     }
 
 
-@traced("strengthen")
+@traced
 def strengthen(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Frequently accessed engrams used since the previous consolidation get STRENGTHEN_BOOST."""
     context = runtime.context
@@ -268,7 +268,7 @@ def strengthen(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict
     }
 
 
-@traced("orphans")
+@traced
 def orphans(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Remove cues that no longer encode any engram (left behind by prune and forget)."""
     context = runtime.context

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from smriti.errors import InvalidInput
 from smriti.nodes.state import MemoryContext, StoreState, traced
 from smriti.stores.base import Engram, StoreError
-from smriti.validators import check_store
+from smriti.validators import check_store, input_is_checked
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
@@ -18,22 +18,22 @@ if TYPE_CHECKING:
 STORE_ARGUMENTS = ("content", "importance", "tags", "source", "occurred_at", "supersedes")
 
 
-@traced("validate")
+@traced
 def validate_store(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """Check the memory before anything is written (``validators.check_store``), unless its caller
-    already did (``checked``: the MCP tools, the CLI, ``Memory``); ``supersedes`` is checked here
-    in both cases, since its rule reads the store."""
+    """Check the memory before anything is written (``validators.check_store``), unless its
+    caller already did (``validators.checked_input``: the MCP tools, the CLI, ``Memory``);
+    ``supersedes`` is checked here in both cases, since its rule reads the store."""
     from smriti.nodes.supersede import check_supersedes
 
     request: dict[str, Any] = {}
-    if not state.get("checked"):
+    if not input_is_checked():
         raw = {key: state[key] for key in STORE_ARGUMENTS if key in state}  # type: ignore[literal-required]
         request = dict(check_store(max_chars=runtime.context.settings.max_content_chars, **raw))
     supersedes = check_supersedes(runtime.context.store, request.get("supersedes", state.get("supersedes")))
     return {**request, "supersedes": supersedes, "_notes": "input accepted"}
 
 
-@traced("analyze")
+@traced
 def analyze(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """The offline analysis (summary, memory_type, typed cues, relations): a store never waits
     for a model. With one configured, its analysis is queued (queue_analysis) and replaces
@@ -51,7 +51,7 @@ def analyze(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any
     }
 
 
-@traced("embed")
+@traced
 def embed(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Embed the content. Without an embedding the memory could never be recalled, so this fails loudly."""
     try:
@@ -70,7 +70,7 @@ def embed(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     return {"embedding": embedding, "_notes": f"{len(vector)} dimensions"}
 
 
-@traced("dedupe")
+@traced
 def find_duplicate(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Find the nearest existing memories; a near-identical one is reinforced instead of copied."""
     context = runtime.context
@@ -127,8 +127,9 @@ def _memory_time(state: StoreState, context: MemoryContext) -> datetime:
     return moment
 
 
-@traced("write")
+@traced
 def write(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Write the new engram (content, offline analysis, embedding, its time) under the write lock."""
     context = runtime.context
     analysis = state["analysis"]
     moment = _memory_time(state, context)
@@ -152,6 +153,7 @@ def write(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
         context.store.create_engram(engram)
     return {
         "id": engram.id,
+        "stored_at": engram.created_at.isoformat(),
         "memory_type": engram.memory_type,
         "deduplicated": False,
         "cluster_id": engram.cluster_id,

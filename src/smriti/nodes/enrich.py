@@ -65,24 +65,24 @@ class Enrichment(Analysis):
     )
 
 
-@traced("queue_analysis")
+@traced
 def queue_analysis(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Queue the LLM's analysis of the new memory (nothing to queue without a chat model)."""
     context = runtime.context
     if context.llm is None and context.analyst is None:
         return {"analysis_queued": False, "_notes": "no LLM: the offline analysis is final"}
     with context.write_lock:
-        AnalysisQueue(context.store).enqueue(state["id"], context.clock(), _store_time(state, context))
+        AnalysisQueue(context.store).enqueue(state["id"], context.clock(), _store_time(state))
     return {"analysis_queued": True, "_notes": "LLM analysis queued"}
 
 
-def _store_time(state: StoreState, context: MemoryContext) -> datetime | None:
+def _store_time(state: StoreState) -> datetime | None:
     """The memory's time when the caller gave no ``occurred_at`` (the model may then state
     one); None when the caller gave it, so it is never overwritten."""
     if state.get("occurred_at"):
         return None
-    engram = context.store.get_engram(state["id"])  # read back: write took it from the clock
-    return None if engram is None else engram.created_at
+    # As write stored it (from the clock, or created_at): not read back, the batch is not sent yet.
+    return datetime.fromisoformat(state["stored_at"])
 
 
 # ----------------------------------------------------------------------------- failures
@@ -240,7 +240,7 @@ def _land(context: MemoryContext, engram: Engram, analysis: Enrichment, shown: s
         fields["created_at"] = moment
     store.update_engram(engram.id, **fields)
     named = [i for i in data.get("supersedes", []) if isinstance(i, str) and i in shown]
-    found = detect(store, engram, data["relations"])
+    found = detect(store, engram.id, engram.created_at, data["relations"])
     marked = mark_superseded(store, engram.id, [*named, *found])
     if marked:
         log.info("memory %s supersedes %s", engram.id, ", ".join(marked))

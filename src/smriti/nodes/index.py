@@ -9,18 +9,16 @@ from smriti.nodes.state import ConsolidateState, MemoryContext, traced
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
 
-# Shared with the store pipeline's lazy index check, which skips the store call once set.
-INDEXES_READY_KEY = "indexes_ready"
-
 
 def remember_index_state(context: MemoryContext, indexes: dict[str, bool]) -> bool:
-    """Note in the context whether every index the store reported is built; returns that."""
+    """Note in the context whether every index the store reported is built (the store
+    pipeline's lazy index check then skips the store call); returns that."""
     ready = bool(indexes) and all(indexes.values())
-    context.cache[INDEXES_READY_KEY] = ready
+    context.cache.indexes_ready = ready
     return ready
 
 
-@traced("indexes")
+@traced
 def manage_indexes(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Build the HNSW vector and full-text indexes once engrams exceed INDEX_THRESHOLD; report their state.
 
@@ -40,7 +38,7 @@ def manage_indexes(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> 
 CUE_EMBED_CHUNK = 256
 
 
-@traced("embed_cues")
+@traced
 def embed_cues(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Embed the names of cues that have no embedding yet, at most CUE_EMBED_BATCH per run, when
     cue aliases are on (CUE_ALIAS_SIMILARITY > 0; off by default).
@@ -70,7 +68,7 @@ def embed_cues(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict
                 {cue.id: [float(x) for x in vector] for cue, vector in zip(cues, vectors, strict=True)}
             )
         embedded += len(cues)
-    if embedded and (index := context.cache.get("aliases")) is not None:
+    if embedded and (index := context.cache.aliases) is not None:
         index.invalidate()
     left = bool(context.store.cues_without_embedding(1)) if embedded >= budget else False
     note = f"{embedded} cue name(s) embedded" + ("; more next run" if left else "")

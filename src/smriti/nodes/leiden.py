@@ -23,6 +23,11 @@ our benchmarks, but igraph's is ~20x faster (bench/leiden_bench.py), which is wh
 10k-engram tune under a second. The engine defaults to igraph and can use leidenalg.
 Both are run with a fixed seed, so the same graph always gives the same partition.
 
+Unchanged graphs. The engine remembers a digest of what its last run left: every engram id,
+its cluster id after the run, and every edge with its strength. A run whose input has the same
+digest (no engram, association, strength or cluster id changed since) is skipped and reported
+as skipped, as the original server skips an unchanged graph; anything else runs again.
+
 Stable labels. Raw community numbers are arbitrary, so communities are ordered by size
 (largest first) then by their smallest engram id, and each takes the previous cluster id
 most of its members had (greedy by overlap), new ones the smallest free ids. Re-running
@@ -31,6 +36,7 @@ on an unchanged graph therefore writes nothing, and a little growth renames noth
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import random
@@ -38,7 +44,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -191,6 +197,8 @@ class LeidenEngine:
         self.resolution: float | None = None
         self.tuned_nodes = 0
         self.tunings = 0  # how many times this engine tuned (tests and benchmarks read it)
+        self.last_digest: bytes | None = None  # IndexedEdges.digest of what the last run left
+        self.last_result: ClusterResult | None = None  # that run's result (its membership emptied)
 
     # -- cache -------------------------------------------------------------------------------
     def needs_retune(self, nodes: int) -> bool:
@@ -219,16 +227,19 @@ class LeidenEngine:
 
     # -- clustering --------------------------------------------------------------------------
     def run(self, graph: WeightedGraph, previous: Mapping[str, int] | None = None) -> ClusterResult:
-        """Cluster ``graph``; tunes first when needed. Graphs below MIN_NODES or without edges skip."""
-        started = time.perf_counter()
+        """Cluster ``graph``; tunes first when needed. Graphs below MIN_NODES or without edges skip.
+
+        The reported time is the clustering's own: importing igraph (~0.1-0.3 s, once per
+        process) happens before the clock starts.
+        """
         nodes, edges = len(graph.ids), len(graph.edges)
         if nodes < MIN_NODES or edges == 0:
             reason = f"{nodes} connected engram(s), {edges} association(s): need >= {MIN_NODES} and >= 1"
-            ms = (time.perf_counter() - started) * 1000
             return ClusterResult({}, self.resolution, tuned=False, modularity=0.0, clusters=0, nodes=nodes,
-                                 edges=edges, ms=ms, skipped=reason)  # fmt: skip
+                                 edges=edges, ms=0.0, skipped=reason)  # fmt: skip
         import igraph
 
+        started = time.perf_counter()
         g = igraph.Graph(n=nodes, edges=list(graph.edges))
         weights = list(graph.weights)
         tuned = self.needs_retune(nodes)
@@ -334,14 +345,31 @@ class IndexedEdges:
             strengths=np.asarray(strengths, dtype=np.float64),
         )
 
+    def digest(self, clusters: np.ndarray | None = None) -> bytes:
+        """A digest of the ids, the edges with their strengths and ``clusters`` (default: the
+        current cluster ids): equal digests mean a clustering has nothing new to look at."""
+        hasher = hashlib.blake2b(digest_size=20)
+        hasher.update("\0".join(self.ids).encode("utf-8", "surrogatepass"))
+        labels = self.clusters if clusters is None else clusters
+        for array in (labels, self.sources, self.targets, self.strengths):
+            hasher.update(b"|")
+            hasher.update(np.ascontiguousarray(array).tobytes())
+        return hasher.digest()
+
 
 def cluster_job(engine: LeidenEngine, edges: IndexedEdges) -> tuple[LeidenEngine, ClusterResult, np.ndarray]:
     """Build the graph, run the engine and return it (its cache updated), the result (its
     membership emptied) and the new cluster id of every engram, aligned with ``edges.ids``.
 
     The same function runs in-process or in a subprocess (nodes/offload.py): the same graph,
-    seed and code give the same partition either way.
+    seed and code give the same partition either way. When nothing changed since the engine's
+    last run (:meth:`IndexedEdges.digest`), nothing is clustered: the result says skipped and
+    every engram keeps its cluster id.
     """
+    if engine.last_result is not None and edges.digest() == engine.last_digest:
+        unchanged = "the graph is unchanged since the last clustering"
+        result = replace(engine.last_result, tuned=False, ms=0.0, skipped=unchanged, scanned={})
+        return engine, result, edges.clusters.copy()
     ids = edges.ids
     triples = zip(
         (ids[i] for i in edges.sources.tolist()),
@@ -353,4 +381,6 @@ def cluster_job(engine: LeidenEngine, edges: IndexedEdges) -> tuple[LeidenEngine
     result = engine.run(graph, previous=dict(zip(ids, edges.clusters.tolist(), strict=True)))
     labels = np.fromiter((result.membership.get(i, NO_CLUSTER) for i in ids), dtype=np.int64, count=len(ids))
     result.membership = {}
+    engine.last_digest = edges.digest(labels)
+    engine.last_result = result
     return engine, result, labels

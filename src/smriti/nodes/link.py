@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from smriti.nodes.index import INDEXES_READY_KEY, remember_index_state
+from smriti.nodes.index import remember_index_state
 from smriti.nodes.state import MemoryContext, StoreState, traced
 from smriti.stores.base import (
     NO_CLUSTER,
@@ -95,7 +95,7 @@ def write_links(
     return cues, len(relations)
 
 
-@traced("link_cues")
+@traced
 def link_cues(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """EncodedBy to every cue, CoOccurs between the leading cues, RelatesTo for extracted relations."""
     with runtime.context.write_lock:
@@ -105,7 +105,7 @@ def link_cues(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, A
     return {"cues": cues, "_notes": f"{len(cues)} cues, {relations} relations"}
 
 
-@traced("associate")
+@traced
 def associate(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """AssociatedWith to the most similar memories and to the latest ones of the same source."""
     context = runtime.context
@@ -154,15 +154,13 @@ def _recent_of_source(context: MemoryContext, source: str, new_id: str) -> list[
     if context.store.capabilities.shared:
         ids = context.store.latest_of_source(source, SAME_SOURCE_NEIGHBOURS + 1)
         return [engram_id for engram_id in ids if engram_id != new_id][:SAME_SOURCE_NEIGHBOURS]
-    recent: deque[str] = context.cache.setdefault("recent_by_source", {}).setdefault(
-        source, deque(maxlen=SAME_SOURCE_NEIGHBOURS)
-    )
+    recent = context.cache.recent_by_source.setdefault(source, deque(maxlen=SAME_SOURCE_NEIGHBOURS))
     before = list(recent)
     recent.appendleft(new_id)
     return before
 
 
-@traced("inherit_cluster")
+@traced
 def inherit_cluster(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """A new engram joins the Leiden cluster of its strongest associated neighbour.
 
@@ -182,12 +180,12 @@ def inherit_cluster(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[
     }
 
 
-@traced("index_check")
+@traced
 def index_check(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Build the vector and full-text indexes lazily, once the store passes INDEX_THRESHOLD."""
     context = runtime.context
     # A shared store's indexes may be dropped by another process (a re-embedding): ask it each time.
-    if context.cache.get(INDEXES_READY_KEY) and not context.store.capabilities.shared:
+    if context.cache.indexes_ready and not context.store.capabilities.shared:
         return {"_notes": "indexes already built"}
     with context.write_lock:
         state_of = dict(context.store.ensure_indexes(context.settings.index_threshold))

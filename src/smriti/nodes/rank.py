@@ -3,7 +3,7 @@ memories (when ``include_superseded`` kept them), reinforce what was recalled, a
 unified result (DESIGN.md, Memory Fabric).
 
 The result's ``parsed`` (Memory Fabric step 1) words what the query was taken to ask:
-``parse_query`` (``nodes/search.py``) computed cues, hints and intent for the search itself;
+``extract_query_cues`` (``nodes/search.py``) computed cues, hints and intent for the search itself;
 :func:`parsed_result` only shows them to the caller.
 """
 
@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 SUPERSEDED_PENALTY = 0.5
 
 
-@traced("score")
+@traced
 def score(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Score every candidate with the configured profile (composite or Memory Fabric), keep the top.
 
@@ -55,7 +55,7 @@ def score(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
     }
 
 
-@traced("demote_superseded")
+@traced
 def demote_superseded(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Rank each superseded memory below the current facts: its score times SUPERSEDED_PENALTY,
     and below the memory that superseded it when that one is returned too.
@@ -77,7 +77,7 @@ def demote_superseded(state: RecallState, runtime: Runtime[MemoryContext]) -> di
                 item.score = max(0.0, newer - 1e-6)
             item.components = {**item.components, "superseded": item.score / before if before else 0.0}
         demoted.append(item)
-    demoted.sort(key=lambda c: (-c.score, c.id))
+    demoted.sort(key=lambda c: (-c.score, c.tie))
     shown = [c for c in demoted if c.superseded_by]
     return {
         "results": demoted,
@@ -86,7 +86,7 @@ def demote_superseded(state: RecallState, runtime: Runtime[MemoryContext]) -> di
     }
 
 
-@traced("reinforce")
+@traced
 def reinforce(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Recalled memories get stronger: access_count + 1, last_accessed_at = now, decay_factor up."""
     context = runtime.context
@@ -175,6 +175,8 @@ def format_item(candidate: Candidate, explain: bool) -> dict[str, Any]:
             "relevance": round(candidate.relevance, 6),
             # each branch's rank, as fused into relevance
             **{f"rank_{branch}": rank for branch, rank in candidate.ranks.items()},
+            # with FUSION=learned: each feature's share of the model's log-odds (nodes/learned.py)
+            **{f"fusion_{name}": round(value, 6) for name, value in candidate.fused.items()},
             **{f"focus_{name}": round(value, 6) for name, value in candidate.focus.items()},
             **(
                 {"rerank_score": round(candidate.rerank_score, 6)}
@@ -207,7 +209,7 @@ def unified_result(query: str, mode: str, candidates: Sequence[Candidate], expla
     }
 
 
-@traced("format")
+@traced
 def format_result(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """The unified result the tools return (with each score's components when ``explain``)."""
     result = unified_result(

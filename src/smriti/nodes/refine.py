@@ -17,7 +17,7 @@ In pipeline order:
    (``dedupe_results``, ``cross_reference_boost``) carry those rules.
 
 **Query focus**: what the parsed query says beyond its words steers relevance.
-``parse_query`` yields the entities a question names (``entity_hints``), its ``intent`` and,
+``extract_query_cues`` yields the entities a question names (``entity_hints``), its ``intent`` and,
 when it names a time ("in May 2023", "last week", "yesterday"), a window. The direct branches
 only match words; this step turns the rest into four factors on each candidate's relevance:
 
@@ -139,7 +139,7 @@ def focus_factors(
     }
 
 
-@traced("focus")
+@traced
 def focus(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Scale each candidate's relevance by its entity, subject, intent and time factors (see the module)."""
     context = runtime.context
@@ -165,7 +165,7 @@ def focus(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
         for factor in item.focus.values():
             item.relevance *= factor
         candidates.append(item)
-    candidates.sort(key=lambda c: (-c.relevance, c.id))
+    candidates.sort(key=lambda c: (-c.relevance, c.tie))
     return {
         "candidates": candidates,
         "_candidates": trace_scores(candidates),
@@ -176,12 +176,13 @@ def focus(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
 # ----------------------------------------------------------------------------- rerank
 def rerank_order(candidates: Sequence[Candidate], top_n: int) -> list[Candidate]:
     """The ``top_n`` candidates most likely to end on top: the reranker reads these only."""
-    return sorted(candidates, key=lambda c: (-c.relevance, c.id))[:top_n]
+    return sorted(candidates, key=lambda c: (-c.relevance, c.tie))[:top_n]
 
 
-@traced("rerank")
+@traced
 def rerank(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """With a reranker (RERANKER), blend its score into the top candidates' relevance:
+    """With a reranker (RERANKER; none by default), blend its score into the relevance of the top
+    RERANK_TOP_N candidates.
 
         relevance' = (1 - RERANK_WEIGHT) * relevance + RERANK_WEIGHT * reranker score
 
@@ -215,7 +216,7 @@ def rerank(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any
 
 
 # ----------------------------------------------------------------------------- current_only
-@traced("current_only")
+@traced
 def current_only(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Drop superseded memories before scoring, unless ``include_superseded`` keeps them."""
     candidates: list[Candidate] = state.get("candidates", [])
@@ -245,7 +246,7 @@ def seed_cluster(cluster_ids: Iterable[int]) -> int:
     return min(counts, key=lambda c: (-counts[c], c))
 
 
-@traced("seed_cluster")
+@traced
 def find_seed_cluster(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """The most common cluster among the direct hits (the topic the query is about)."""
     seed = seed_cluster(c.cluster_id for c in state.get("candidates", []) if not c.hops)
@@ -284,7 +285,7 @@ def dedupe_results(
     it had merged) in ``merged_ids``, the union of entities, tags and origins, and is marked
     ``cross_validated``. Returns copies; the inputs are not changed.
     """
-    ordered = sorted(results, key=lambda r: (-r.relevance, r.id))
+    ordered = sorted(results, key=lambda r: (-r.relevance, r.tie))
     unit = unit_rows(ordered) if similarity is None else None
     pairs = similarity(ordered) if similarity is not None else None
     kept_unit = np.empty_like(unit) if unit is not None else None  # kept rows, contiguous
@@ -356,7 +357,7 @@ def cross_reference_boost(
     return boosted
 
 
-@traced("shortlist")
+@traced
 def shortlist_candidates(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Drop candidates that cannot reach the top ``limit`` whatever dedupe and boost do.
 
@@ -376,7 +377,7 @@ def shortlist_candidates(state: RecallState, runtime: Runtime[MemoryContext]) ->
     }
 
 
-@traced("dedupe")
+@traced
 def merge_duplicates(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Merge results whose texts are near-identical (text similarity above
     MEMORY_FABRIC_DEDUP_THRESHOLD, :mod:`smriti.nodes.textsim`), see :func:`dedupe_results`."""
@@ -391,7 +392,7 @@ def merge_duplicates(state: RecallState, runtime: Runtime[MemoryContext]) -> dic
     }
 
 
-@traced("cross_reference")
+@traced
 def cross_reference(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Boost results whose entities appear elsewhere, and attach their graph relations.
 

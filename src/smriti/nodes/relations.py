@@ -198,7 +198,7 @@ def query_entities(parsed: dict[str, Any], limit: int) -> list[str]:
     return list(dict.fromkeys(n for n in names if n))[:limit]
 
 
-@traced("relation_traverse")
+@traced
 def relation_traverse(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Follow RelatesTo from the query's entities (RELATION_TRAVERSAL, RELATION_DEPTH); bring back the
     memories behind the reached facts and entities as candidates, each with its path."""
@@ -310,7 +310,7 @@ def bridged_relevance(
     return (seeds[via] * weight if via else 0.0), via
 
 
-@traced("bridge")
+@traced
 def bridge(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """A memory that names an entity leads to the memories about that entity (see the module doc)."""
     context = runtime.context
@@ -362,7 +362,7 @@ def bridge(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any
         by_id[engram_id] = item
         raised.append(item)
     kept = {c.id for c in candidates} | {c.id for c in raised}
-    out = sorted((c for i, c in by_id.items() if i in kept), key=lambda c: (-c.relevance, c.id))
+    out = sorted((c for i, c in by_id.items() if i in kept), key=lambda c: (-c.relevance, c.tie))
     return {
         "candidates": out,
         "_candidates": trace_scores(raised),

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-@traced("repair")
+@traced
 def repair(state: ConsolidateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Link the cues of engrams that have none, from the offline analysis of their content."""
     context = runtime.context

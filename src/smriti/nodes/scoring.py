@@ -21,15 +21,17 @@ import numpy as np
 
 if TYPE_CHECKING:
     from smriti.config import Settings
+    from smriti.nodes.learned import FusionModel
     from smriti.nodes.state import Candidate
 
-# How the three direct signals are fused into one relevance. Full text leads: on
-# conversational memory such as LoCoMo, BM25 beats small sentence embedders (R@10 0.61
-# against 0.49 for all-MiniLM-L6-v2, bench/RESULTS.md), and the offline hashing embedder is
-# weaker still. Chosen on two LoCoMo conversations (conv-26, conv-30) among a few settings.
-# These are the defaults of FUSION_WEIGHT_* (config.py); the graph branch (spreading
-# activation, nodes/associate.py) is the fourth.
-FUSION_WEIGHTS = {"similarity": 0.30, "text": 0.50, "cue": 0.20}
+# How the three direct signals are fused into one relevance. Chosen on the tuning parts of three
+# shapes at once (bench/shapes.py: LoCoMo turns and notes of conv-26/30, the first half of the
+# HotpotQA questions), the variant whose worst change over the shapes was best: similarity 0.5,
+# text 0.3, cue 0.1 gained R@5 on every shape (turns +1.9, notes +1.8, passages +1.2 points)
+# over the old text-led 0.3/0.5/0.2, which was chosen on two conversations alone and let shared
+# words outrank meaning on short notes. These are the defaults of FUSION_WEIGHT_* (config.py);
+# the graph branch (spreading activation, nodes/associate.py) is the fourth.
+FUSION_WEIGHTS = {"similarity": 0.50, "text": 0.30, "cue": 0.10}
 # Rank-fusion constant: 1/(k + rank). Much smaller than the customary 60 because recall
 # keeps only a handful of results, so the top ranks of each branch should count most
 # (k = 60 lost 6 points of recall@10 against k = 10 there; 3 to 10 were within noise).
@@ -49,6 +51,7 @@ class Fusion:
     weights: Mapping[str, float]  # branch -> weight
     k: int = FUSION_K
     score_share: float = SCORE_SHARE
+    model: FusionModel | None = None  # FUSION=learned: the fitted model replaces the weights
 
 
 DEFAULT_FUSION = Fusion(FUSION_WEIGHTS)
@@ -292,8 +295,9 @@ def shortlist(bounds: Sequence[tuple[float, float]], keep: int) -> list[int]:
 
 
 def rank(candidates: Iterable[Candidate]) -> list[Candidate]:
-    """Best score first; ties broken by id so every backend returns the same order."""
-    return sorted(candidates, key=lambda c: (-c.score, c.id))
+    """Best score first; ties broken by :attr:`Candidate.tie` (the same order in every store of
+    the same content)."""
+    return sorted(candidates, key=lambda c: (-c.score, c.tie))
 
 
 # ----------------------------------------------------------------------------- profiles
@@ -425,8 +429,11 @@ class SimilarityProfile:
 SIMILARITY = SimilarityProfile()
 
 
-def build_fusion(settings: Settings) -> Fusion:
-    """The branch weights and rank constant of FUSION_WEIGHT_* and FUSION_K."""
+def build_fusion(settings: Settings, model: FusionModel | None = None) -> Fusion:
+    """The branch weights and rank constant of FUSION_WEIGHT_* and FUSION_K; with a fitted
+    ``model`` (FUSION=learned, ``nodes/learned.py``), the model instead."""
+    if model is not None:
+        return Fusion({}, model.k, 0.0, model)
     return Fusion(
         {
             "similarity": settings.fusion_weight_similarity,

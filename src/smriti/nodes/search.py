@@ -22,7 +22,7 @@ from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState, trace
 from smriti.stores.aliases import AliasIndex
 from smriti.stores.base import normalise_cue_name
 from smriti.text import light_stem
-from smriti.validators import check_recall
+from smriti.validators import check_recall, input_is_checked
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
@@ -41,11 +41,12 @@ def candidate_pool(limit: int) -> int:
     return max(4 * limit, 50)
 
 
-@traced("validate")
+@traced
 def validate_recall(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Check the request before anything is read (``validators.check_recall``), unless its caller
-    already did (``checked``: the MCP tools, the CLI, ``Memory``); an empty query is mode ``list``."""
-    if state.get("checked"):
+    already did (``validators.checked_input``: the MCP tools, the CLI, ``Memory``); an empty
+    query is mode ``list``."""
+    if input_is_checked():
         request: dict[str, Any] = {}
         mode = state["mode"]
     else:
@@ -55,7 +56,7 @@ def validate_recall(state: RecallState, runtime: Runtime[MemoryContext]) -> dict
     return {**request, "_notes": f"mode={mode}"}
 
 
-@traced("list_recent")
+@traced
 def list_recent(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Mode list: the most recently accessed memories, scored by recency of access; no search."""
     context = runtime.context
@@ -72,7 +73,7 @@ def list_recent(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str
     }
 
 
-@traced("parse_query")
+@traced
 def extract_query_cues(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Cues, entity hints and intent of the query (LLM when configured, else the heuristic)."""
     from smriti.providers.analysis import parse_query
@@ -104,11 +105,9 @@ def cue_forms(cues: Sequence[str]) -> dict[str, str]:
 
 def alias_index(context: MemoryContext) -> AliasIndex:
     """This context's copy of the stored cue embeddings (made at first use)."""
-    index = context.cache.get("aliases")
+    index = context.cache.aliases
     if index is None:
-        index = context.cache["aliases"] = AliasIndex(
-            context.store, context.settings.cue_alias_refresh_seconds
-        )
+        index = context.cache.aliases = AliasIndex(context.store, context.settings.cue_alias_refresh_seconds)
     return index
 
 
@@ -139,7 +138,7 @@ def without_names(query: str, names: Iterable[str]) -> str:
     return stripped if len(stripped.split()) >= 2 else query
 
 
-@traced("recognise")
+@traced
 def recognise(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """What the graph knows of the query's cues, read once for the branches after it: how many
     memories each encodes (their idf), which are hubs, and the stored cues that are aliases."""
@@ -172,7 +171,7 @@ def recognise(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
     }
 
 
-@traced("cue_traverse")
+@traced
 def cue_traverse(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Engrams encoded by the query's cues or their aliases, scored by the idf-weighted share of
     the query's cues matched (an alias or a stem counts as the cue it stands for)."""
@@ -205,24 +204,20 @@ def cue_traverse(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[st
     }
 
 
-@traced("vector_search")
-def vector_search(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """Cosine similarity over engram embeddings (HNSW index when built, else brute force)."""
-    context = runtime.context
+def _nearest(state: RecallState, context: MemoryContext, k: int, relative: bool) -> dict[str, Any]:
+    """The ``k`` engrams nearest the query embedding above the similarity floors (HNSW index
+    when built, else brute force); ``relative`` also admits only hits close to the best one."""
     # An embedding endpoint failure propagates: it is the caller's error to report.
     # Recall embeds the query without hub names (recognise); search mode, the query as given.
     text = state.get("recognised", {}).get("embedded_query") or state["query"]
     embedding = list(context.embedder.embed_query(text))
     floor = context.settings.vector_min_similarity
-    # Search mode ranks by similarity alone, so the top ``limit`` is all it needs; recall
-    # fuses branches and expands, so it takes a deeper pool.
-    k = state["limit"] if state["mode"] == "search" else candidate_pool(state["limit"])
     found = context.store.vector_search(embedding, k, state.get("memory_type"))
     # Brute force returns k rows whatever their score; unrelated memories are not candidates.
     # The relative floor admits only hits close to the best one, so that weak matches are left
     # for the hops and the conversation context to reach (with a reason) instead of entering
     # as direct hits of their own.
-    if found and state["mode"] != "search":
+    if found and relative:
         floor = max(floor, max(h.score for h in found) * context.settings.vector_relative_floor)
     hits = [h for h in found if h.score > floor]
     return {
@@ -233,7 +228,20 @@ def vector_search(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[s
     }
 
 
-@traced("fulltext_search")
+@traced
+def vector_search(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Recall's vector branch: cosine similarity over engram embeddings, a deep pool (fusion and
+    the expansions re-rank it), admitted above VECTOR_RELATIVE_FLOOR of the best cosine."""
+    return _nearest(state, runtime.context, candidate_pool(state["limit"]), relative=True)
+
+
+@traced
+def vector_only(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+    """Mode search: similarity alone ranks, so the top ``limit`` nearest engrams are all it needs."""
+    return _nearest(state, runtime.context, state["limit"], relative=False)
+
+
+@traced
 def fulltext_search(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Keyword search (FTS index when built, else a scan); scores normalised to (0, 1]."""
     found = runtime.context.store.fulltext_search(
@@ -259,7 +267,7 @@ def branch_scores(candidates: Iterable[Candidate]) -> dict[str, list[float]]:
     }
 
 
-@traced("gather")
+@traced
 def gather(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Load the engrams the branches hit and fuse their signals into one relevance."""
     hits = state.get("hits", {})
@@ -268,7 +276,7 @@ def gather(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any
     ranked = branch_scores(candidates)
     for candidate in candidates:
         score_relevance(candidate, ranked, state["mode"], runtime.context.fusion)
-    candidates.sort(key=lambda c: (-c.relevance, c.id))
+    candidates.sort(key=lambda c: (-c.relevance, c.tie))
     return {
         "candidates": candidates,
         "branch_scores": ranked,

@@ -23,11 +23,12 @@ History is kept: nothing is deleted. Forgetting the newer memory makes the older
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from smriti.errors import NotFound
 from smriti.nodes.state import MemoryContext, StoreState, traced
-from smriti.stores.base import Engram, GraphStore, Relation, normalise_cue_name
+from smriti.stores.base import GraphStore, Relation, normalise_cue_name
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
@@ -101,12 +102,17 @@ def contradicted(new: Iterable[Mapping[str, str]], older: Iterable[Relation], ne
 
 
 def detect(
-    store: GraphStore, engram: Engram, relations: Sequence[Mapping[str, str]], nearby: Iterable[str] = ()
+    store: GraphStore,
+    engram_id: str,
+    created_at: datetime,
+    relations: Sequence[Mapping[str, str]],
+    nearby: Iterable[str] = (),
 ) -> dict[str, str]:
-    """The current, older memories ``engram``'s relations contradict (id -> why).
+    """The current, older memories the relations of memory ``engram_id`` (of time
+    ``created_at``) contradict (id -> why).
 
     Looks at the memories encoded by each subject of a single-valued relation and at ``nearby``
-    ones (the most similar), then keeps those created before ``engram`` and not yet superseded.
+    ones (the most similar), then keeps those created before it and not yet superseded.
     """
     subjects = [
         normalise_cue_name(r.get("source", "")) for r in relations if single_valued(r.get("relation", ""))
@@ -115,16 +121,14 @@ def detect(
     if not subjects:
         return {}
     ids = {hit.engram_id for hit in store.engrams_by_cues(subjects, SUBJECT_SCAN)} | set(nearby)
-    ids.discard(engram.id)
+    ids.discard(engram_id)
     if not ids:
         return {}
-    found = contradicted(relations, store.relations_of(sorted(ids)), engram.id)
+    found = contradicted(relations, store.relations_of(sorted(ids)), engram_id)
     if not found:
         return {}
     older = {e.id: e for e in store.get_engrams(sorted(found))}
-    current = {
-        old.id for old in older.values() if not old.superseded_by and old.created_at <= engram.created_at
-    }
+    current = {old.id for old in older.values() if not old.superseded_by and old.created_at <= created_at}
     return {old_id: why for old_id, why in found.items() if old_id in current}
 
 
@@ -137,7 +141,7 @@ def mark_superseded(store: GraphStore, new_id: str, old_ids: Iterable[str]) -> l
 
 
 # ----------------------------------------------------------------------------- store step
-@traced("supersede")
+@traced
 def supersede(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Mark the older memories this one corrects: named by the caller, or found by the heuristic."""
     context = runtime.context
@@ -146,12 +150,12 @@ def supersede(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, A
     explicit = state.get("supersedes") or ""
     if explicit:
         reasons[explicit] = "stated by the caller (supersedes)"
-    engram = store.get_engram(state["id"])
-    if engram is not None:
-        nearby = [hit["id"] for hit in state.get("similar", [])]
-        found = detect(store, engram, state["analysis"].get("relations", []), nearby)
-        for old_id, why in found.items():
-            reasons.setdefault(old_id, f"contradicted ({why})")
+    # The memory's time from the state, not read back: a store's batch may not have sent it yet.
+    nearby = [hit["id"] for hit in state.get("similar", [])]
+    created_at = datetime.fromisoformat(state["stored_at"])
+    found = detect(store, state["id"], created_at, state["analysis"].get("relations", []), nearby)
+    for old_id, why in found.items():
+        reasons.setdefault(old_id, f"contradicted ({why})")
     with context.write_lock:
         marked = mark_superseded(store, state["id"], reasons)
     notes = "; ".join(f"{old} {reasons[old]}" for old in marked) or "supersedes nothing"

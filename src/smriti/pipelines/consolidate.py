@@ -1,5 +1,13 @@
-"""The consolidate graph: repair > decay > prune > strengthen > orphans > recluster > indexes >
-embed_cues.
+"""The consolidate graph: repair > decay > prune > strengthen > orphans > recluster >
+manage_indexes > embed_cues. Each node is named after its function, and so is its trace entry.
+
+Why not ``cdlib`` (named by the design card for community detection): the Leiden run needs
+``leidenalg`` on an ``igraph`` graph, which Smriti already uses directly (nodes/leiden.py), and
+the quality measure its report gives, modularity, is igraph's own (``Graph.modularity``). cdlib
+would add its measures (conductance and the like) at the price of 26 more packages in Smriti's
+environment, among them scipy, scikit-learn, plotly, seaborn and PuLP (``pip install --dry-run
+cdlib``, 2026-12), for a report line; the design card's other measures are one igraph call away if
+wanted.
 
 A straight chain: each step reads the store afresh, so the graph can be stopped between
 any two steps (``interrupt_before`` with a checkpointer) and resumed later. The run's
@@ -18,8 +26,8 @@ from smriti.nodes.repair import repair
 from smriti.nodes.state import ConsolidateInput, ConsolidateOutput, ConsolidateState, MemoryContext
 from smriti.pipelines.pipeline import END, START, Pipeline
 
-STEPS = ["repair", "decay", "prune", "strengthen", "orphans", "recluster", "indexes", "embed_cues"]
 _NODES = [repair, decay, prune, strengthen, orphans, recluster, manage_indexes, embed_cues]
+STEPS = [node.__name__ for node in _NODES]
 
 
 def build_consolidate_pipeline() -> Pipeline:
@@ -31,8 +39,8 @@ def build_consolidate_pipeline() -> Pipeline:
         input_schema=ConsolidateInput,
         output_schema=ConsolidateOutput,
     )
-    for name, node in zip(STEPS, _NODES, strict=True):
-        builder.add_node(name, node)
+    for node in _NODES:
+        builder.add_node(node.__name__, node)
     builder.add_edge(START, STEPS[0])
     for before, after in pairwise(STEPS):
         builder.add_edge(before, after)

@@ -70,7 +70,8 @@ def build_context(
         logger.warning(notice)
     store = make_store(settings, user)
     try:
-        check_embedding_identity(store, embeddings, settings)
+        fallback = choice.offline if choice is not None else None
+        check_embedding_identity(store, embeddings, settings, fallback)
     except Exception:
         store.close()
         raise

@@ -10,8 +10,10 @@ run one:
   the modules' ``recall_graph``, ``store_graph`` and ``consolidate_graph`` are these, compiled
   at first use.
 * :func:`smriti.pipelines.runner.invoke` runs the pipeline itself, with LangGraph's semantics
-  (supersteps, reducers, joins, routes) and the same trace, for the plain runs the server, the
-  CLI and ``Memory`` make.
+  (supersteps, reducers, joins, routes, the recursion limit) and the same trace: every
+  production run (the server, the CLI, ``Memory``, the LangGraph store adapter) goes through
+  it. A pipeline whose shape leaves what the runner models (:attr:`Pipeline.refusals`,
+  ``gate.py``) runs through its compiled graph instead (docs/executor.md).
 
 Why the shape is not a ``StateGraph`` itself: importing LangGraph imports ``langchain_core``'s
 runnables and tracers and ``langsmith`` (~0.8 s on the 2-core machine), and a server's first
@@ -22,7 +24,6 @@ LangGraph is imported by whoever asks for the compiled graph.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,23 +94,15 @@ class Pipeline:
         return self.compile()
 
     @functools.cached_property
+    def refusals(self) -> tuple[str, ...]:
+        """Why the direct runner would not run this pipeline as LangGraph does (``gate.py``);
+        empty when it would. A pipeline is described in full before its first run."""
+        from smriti.pipelines.gate import refusals
+
+        return tuple(refusals(self))
+
+    @property
     def runs_directly(self) -> bool:
-        """Every node is synchronous and takes ``(state, runtime)``, every route ``(state)``:
-        what the direct runner models. Anything else runs through LangGraph."""
-        nodes = all(_parameters(node)[1:] == ["runtime"] for node in self.nodes.values())
-        routes = all(len(_parameters(route)) == 1 for routes in self.branches.values() for route, _ in routes)
-        return nodes and routes
-
-
-def _parameters(func: Callable[..., Any]) -> list[str]:
-    """The names of a synchronous function's parameters (LangGraph injects ``runtime`` by
-    name); a coroutine function or anything else has none here, so it runs through LangGraph."""
-    if inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(inspect.unwrap(func)):
-        return []
-    try:
-        parameters = inspect.signature(func).parameters.values()
-    except (TypeError, ValueError):
-        return []
-    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters):
-        return []
-    return [p.name for p in parameters]
+        """The direct runner models everything this pipeline uses; otherwise it runs through
+        its compiled LangGraph graph."""
+        return not self.refusals

@@ -1,17 +1,18 @@
 """The recall graph (EcphoryRAG with Memory Fabric stages).
 
 ```
-validate ─┬─ list ──> list_recent ──────────────────────────────────────────────> format
-          ├─ search > vector_only > gather ─────────> current_only > score > ... > format
-          └─ recall > parse_query > recognise ┬ cue_traverse ─┐
-                                              ├ vector_search ┼> gather > activate
-                                              └ fulltext ─────┘
+validate_recall ─┬─ list ──> list_recent ─────────────────────────────────────────> format_result
+                 ├─ search > vector_only > gather ──> current_only > score > ... > format_result
+                 └─ recall > extract_query_cues > recognise ┬ cue_traverse ───┐
+                                                            ├ vector_search ──┼> gather > activate
+                                                            └ fulltext_search ┘
     activate > conversation_context
     conversation_context > multi_hop > episode_context > relation_traverse > bridge > focus
     focus > rerank > current_only
-    current_only > seed_cluster > shortlist > dedupe > cross_reference > score
-    score > demote_superseded > reinforce > format
+    current_only > find_seed_cluster > shortlist_candidates > merge_duplicates > cross_reference
+    cross_reference > score > demote_superseded > reinforce > format_result
 ```
+Each node is named after its function, and so is its trace entry.
 (search mode: gather > current_only > score.)
 The three direct branches run in parallel and join before expansion. Input is
 :class:`RecallInput`, output :class:`RecallOutput` (``result`` in the unified format and
@@ -22,10 +23,10 @@ consecutive steps, so no module is opened twice (``tests/test_recall_layout.py``
 
 1. ``nodes/state.py``: the RecallState channels, the typed :class:`Candidate`, the
    MemoryContext (with its scoring profile) and the trace decorator.
-2. ``nodes/search.py``: validate (``validators.check_recall``, unless the caller checked the
-   request where it entered), list_recent, parse_query, recognise (the query's cues in the graph:
-   idf, hubs, aliases from ``stores/aliases.py``), cue_traverse, vector_search (also
-   vector_only), fulltext_search, gather (rank fusion into candidates; the formulas of fusion
+2. ``nodes/search.py``: validate_recall (``validators.check_recall``, unless the caller checked
+   the request where it entered), list_recent, extract_query_cues, recognise (the query's cues in
+   the graph: idf, hubs, aliases from ``stores/aliases.py``), cue_traverse, vector_search and
+   vector_only, fulltext_search, gather (rank fusion into candidates; the formulas of fusion
    and of the final score are in ``nodes/scoring.py``, the helpers that load and score
    candidates for every step that adds some in ``nodes/candidates.py``).
 3. ``nodes/associate.py``: activate (spreading activation, off by default; its engine is
@@ -35,10 +36,10 @@ consecutive steps, so no module is opened twice (``tests/test_recall_layout.py``
    them).
 5. ``nodes/refine.py``: focus (entity hints, intent, time window), rerank (the optional
    cross-encoder), current_only (superseded memories hidden, or kept with
-   ``include_superseded``), seed_cluster, shortlist (the profile's bounds), dedupe,
-   cross_reference.
+   ``include_superseded``), find_seed_cluster, shortlist_candidates (the profile's bounds),
+   merge_duplicates, cross_reference.
 6. ``nodes/rank.py``: score (the profile's score), demote_superseded (ranked below current
-   facts), reinforce, format (the unified result).
+   facts), reinforce, format_result (the unified result).
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ from smriti.nodes.search import (
     list_recent,
     recognise,
     validate_recall,
+    vector_only,
     vector_search,
 )
 from smriti.nodes.state import MemoryContext, RecallInput, RecallOutput, RecallState
@@ -75,7 +77,7 @@ DIRECT_BRANCHES = ["cue_traverse", "vector_search", "fulltext_search"]
 
 
 def _route_mode(state: RecallState) -> str:
-    return {"list": "list_recent", "search": "vector_only"}.get(state["mode"], "parse_query")
+    return {"list": "list_recent", "search": "vector_only"}.get(state["mode"], "extract_query_cues")
 
 
 def _after_gather(state: RecallState) -> str:
@@ -83,7 +85,7 @@ def _after_gather(state: RecallState) -> str:
 
 
 def _after_current_only(state: RecallState) -> str:
-    return "score" if state["mode"] == "search" else "seed_cluster"
+    return "score" if state["mode"] == "search" else "find_seed_cluster"
 
 
 def build_recall_pipeline(*, reinforce: bool = True) -> Pipeline:
@@ -97,39 +99,45 @@ def build_recall_pipeline(*, reinforce: bool = True) -> Pipeline:
         input_schema=RecallInput,
         output_schema=RecallOutput,
     )
-    builder.add_node("validate", validate_recall)
-    builder.add_node("list_recent", list_recent)
-    builder.add_node("vector_only", vector_search)
-    builder.add_node("parse_query", extract_query_cues)
-    builder.add_node("recognise", recognise)
-    builder.add_node("cue_traverse", cue_traverse)
-    builder.add_node("vector_search", vector_search)
-    builder.add_node("fulltext_search", fulltext_search)
-    builder.add_node("gather", gather)
-    builder.add_node("activate", activate)
-    builder.add_node("conversation_context", conversation_context)
-    builder.add_node("multi_hop", multi_hop)
-    builder.add_node("episode_context", episode_context)
-    builder.add_node("relation_traverse", relation_traverse)
-    builder.add_node("bridge", bridge)
-    builder.add_node("focus", focus)
-    builder.add_node("seed_cluster", find_seed_cluster)
-    builder.add_node("shortlist", shortlist_candidates)
-    builder.add_node("dedupe", merge_duplicates)
-    builder.add_node("cross_reference", cross_reference)
-    builder.add_node("rerank", rerank)
-    builder.add_node("current_only", current_only)
-    builder.add_node("score", score)
-    builder.add_node("demote_superseded", demote_superseded)
-    if reinforce:
-        builder.add_node("reinforce", reinforce_results)
-    builder.add_node("format", format_result)
+    # Each node is named after its function (as its trace entry is): one name in three places.
+    nodes = [
+        validate_recall,
+        list_recent,
+        vector_only,
+        extract_query_cues,
+        recognise,
+        cue_traverse,
+        vector_search,
+        fulltext_search,
+        gather,
+        activate,
+        conversation_context,
+        multi_hop,
+        episode_context,
+        relation_traverse,
+        bridge,
+        focus,
+        find_seed_cluster,
+        shortlist_candidates,
+        merge_duplicates,
+        cross_reference,
+        rerank,
+        current_only,
+        score,
+        demote_superseded,
+        *([reinforce_results] if reinforce else []),
+        format_result,
+    ]
+    for node in nodes:
+        builder.add_node(node.__name__, node)
 
-    builder.add_edge(START, "validate")
-    builder.add_conditional_edges("validate", _route_mode, ["list_recent", "vector_only", "parse_query"])
-    builder.add_edge("list_recent", "format")
+    builder.add_edge(START, "validate_recall")
+    builder.add_conditional_edges(
+        "validate_recall", _route_mode, ["list_recent", "vector_only", "extract_query_cues"]
+    )
+    builder.add_edge("list_recent", "format_result")
     builder.add_edge("vector_only", "gather")
-    builder.add_edge("parse_query", "recognise")
+    builder.add_edge("extract_query_cues", "recognise")
     for branch in DIRECT_BRANCHES:
         builder.add_edge("recognise", branch)
     builder.add_edge(DIRECT_BRANCHES, "gather")
@@ -142,18 +150,18 @@ def build_recall_pipeline(*, reinforce: bool = True) -> Pipeline:
     builder.add_edge("bridge", "focus")
     builder.add_edge("focus", "rerank")
     builder.add_edge("rerank", "current_only")
-    builder.add_conditional_edges("current_only", _after_current_only, ["seed_cluster", "score"])
-    builder.add_edge("seed_cluster", "shortlist")
-    builder.add_edge("shortlist", "dedupe")
-    builder.add_edge("dedupe", "cross_reference")
+    builder.add_conditional_edges("current_only", _after_current_only, ["find_seed_cluster", "score"])
+    builder.add_edge("find_seed_cluster", "shortlist_candidates")
+    builder.add_edge("shortlist_candidates", "merge_duplicates")
+    builder.add_edge("merge_duplicates", "cross_reference")
     builder.add_edge("cross_reference", "score")
     builder.add_edge("score", "demote_superseded")
     if reinforce:
         builder.add_edge("demote_superseded", "reinforce")
-        builder.add_edge("reinforce", "format")
+        builder.add_edge("reinforce", "format_result")
     else:
-        builder.add_edge("demote_superseded", "format")
-    builder.add_edge("format", END)
+        builder.add_edge("demote_superseded", "format_result")
+    builder.add_edge("format_result", END)
     return builder
 
 

@@ -18,19 +18,31 @@ pipeline's own nodes with LangGraph's semantics:
   state with the node's own writes applied, as LangGraph's ``fresh`` read);
 * input and output filtered by the pipeline's input and output schemas.
 
-Every step stays inspectable as before: each node appends its :class:`TraceEntry` (the trace
-decorator, ``nodes/state.py``), and ``pipeline.graph`` is the LangGraph graph of the same
-pipeline for stepping through it. A pipeline with an async node or a node taking more than
-``(state, runtime)`` (:attr:`Pipeline.runs_directly`), or a run with LangSmith tracing on, goes
-through the compiled graph's ``invoke``, so nothing LangGraph offers is lost: the direct path
-is for the plain runs the server, the CLI and ``Memory`` make. ``tests/test_runner.py`` checks
-outputs and traces against LangGraph's on the real pipelines and on a toy one.
+* LangGraph's recursion limit: a run that has not ended after ``recursion_limit`` supersteps
+  (LangGraph's default, or the caller's) raises LangGraph's own ``GraphRecursionError``, counted
+  as Pregel counts (a run of ``n`` supersteps needs a limit above ``n``);
+* a run in which nothing wrote an output key returns None, as LangGraph's ``invoke`` does.
+
+What it does not model it refuses: :mod:`smriti.pipelines.gate` checks a pipeline's shape
+(TypedDict schemas, ``(state, runtime)`` nodes reading the whole state, ``(state)`` routes) and
+a pipeline it refuses runs through its compiled graph, as does any run with LangSmith tracing
+on; a node or route that returns ``Command``, ``Send``, ``Overwrite`` or an annotated object,
+or calls what needs LangGraph's run context (``interrupt``, ``get_config``), raises
+:class:`NotModelled`. ``tests/test_runner_vs_langgraph.py`` runs small graphs through both and
+compares outputs, traces and errors; ``tests/test_runner.py`` does the same on the real
+pipelines over real stores.
+
+Every step stays inspectable: each node appends its :class:`TraceEntry` (the trace decorator,
+``nodes/state.py``), and ``pipeline.graph`` is the LangGraph graph of the same pipeline for
+stepping through it (``stream``, checkpointers, ``interrupt_before``).
 """
 
 from __future__ import annotations
 
 import contextvars
 import inspect
+import itertools
+import logging
 import os
 import sys
 import threading
@@ -42,6 +54,8 @@ from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired, Required
 
 from smriti.pipelines.pipeline import END, START, Pipeline
+
+log = logging.getLogger(__name__)
 
 # Threads for a step's parallel nodes (recall's three branches): made once, not per run.
 _POOL_WORKERS = 4
@@ -57,12 +71,36 @@ def _executor() -> ThreadPoolExecutor:
         return _pool
 
 
+def _no_op(*_: Any) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class StepRuntime:
-    """What a node gets as ``runtime``: the run's context, as ``langgraph.runtime.Runtime``
-    carries it (the nodes read nothing else of it)."""
+    """What a node gets as ``runtime``: the fields of ``langgraph.runtime.Runtime`` with the
+    values LangGraph gives them in a plain ``invoke`` (no store, no custom stream, no
+    checkpointer). Its ``execution_info`` is not modelled (None)."""
 
     context: Any
+    store: Any = None
+    stream_writer: Callable[[Any], None] = _no_op
+    heartbeat: Callable[[], None] = _no_op
+    previous: Any = None
+    execution_info: Any = None
+    server_info: Any = None
+    control: Any = None
+
+
+class NotModelled(TypeError):
+    """A node or route did what only LangGraph runs (returned a ``Command``, ``Send`` or
+    ``Overwrite``, or called ``interrupt``): the pipeline must run through its compiled graph
+    (``pipeline.graph``)."""
+
+
+def default_recursion_limit() -> int:
+    """LangGraph's default recursion limit (``langgraph._internal._config``), read as it reads
+    it, without importing LangGraph; ``tests/test_runner_vs_langgraph.py`` checks the two agree."""
+    return int(os.environ.get("LANGGRAPH_DEFAULT_RECURSION_LIMIT", "10007"))
 
 
 Reducer = Callable[[Any, Any], Any]
@@ -110,6 +148,7 @@ class Plan:
     fields: Mapping[str, Field]  # every key of the state, input and output schemas
     input_keys: frozenset[str]
     output_keys: tuple[str, ...]
+    output_set: frozenset[str]
     edges: Mapping[str, tuple[str, ...]]  # source -> targets
     joins: tuple[tuple[frozenset[str], str], ...]
 
@@ -127,13 +166,15 @@ def plan_of(pipeline: Pipeline) -> Plan:
     for schema in (pipeline.state_schema, pipeline.input_schema, pipeline.output_schema):
         for key, hint in typing.get_type_hints(schema or pipeline.state_schema, include_extras=True).items():
             fields.setdefault(key, _field(hint))
+    output_keys = typing.get_type_hints(pipeline.output_schema or pipeline.state_schema)
     edges: dict[str, list[str]] = {}
     for source, target in pipeline.edges:
         edges.setdefault(source, []).append(target)
     plan = Plan(
         fields=fields,
         input_keys=frozenset(typing.get_type_hints(pipeline.input_schema or pipeline.state_schema)),
-        output_keys=tuple(typing.get_type_hints(pipeline.output_schema or pipeline.state_schema)),
+        output_keys=tuple(output_keys),
+        output_set=frozenset(output_keys),
         edges={source: tuple(targets) for source, targets in edges.items()},
         joins=tuple((frozenset(sources), target) for sources, target in pipeline.joins),
     )
@@ -161,11 +202,46 @@ def tracing_enabled() -> bool:
     return bool(tracing_is_enabled())
 
 
-def invoke(pipeline: Pipeline, payload: Mapping[str, Any], context: Any) -> Any:
-    """``pipeline.graph.invoke(payload, context=context)``, directly where the pipeline allows."""
-    if not pipeline.runs_directly or tracing_enabled():
-        return pipeline.graph.invoke(payload, context=context)
-    return _run(pipeline, payload, StepRuntime(context=context))
+def invoke(
+    pipeline: Pipeline,
+    payload: Mapping[str, Any],
+    context: Any,
+    *,
+    recursion_limit: int | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> Any:
+    """``pipeline.graph.invoke(payload, context=context)``: on the runner where the gate
+    (``gate.py``) admits the pipeline and LangSmith tracing is off, else through the graph.
+
+    ``on_step(node)`` is called as each node's writes land (a progress bar), as LangGraph's
+    ``stream_mode="updates"`` names them.
+
+    Raises:
+        GraphRecursionError: (LangGraph's) the run did not end within ``recursion_limit`` steps.
+        InvalidUpdateError: (LangGraph's) two writes to a plain key in one step, or a node
+            returned something other than a dict.
+        NotModelled: a node or route returned a ``Command``, ``Send`` or ``Overwrite``.
+    """
+    limit = default_recursion_limit() if recursion_limit is None else recursion_limit
+    if limit < 1:
+        raise ValueError("recursion_limit must be at least 1")  # as LangGraph
+    if pipeline.runs_directly and not tracing_enabled():
+        return _run(pipeline, payload, StepRuntime(context=context), limit, on_step or _no_op)
+    config = None if recursion_limit is None else {"recursion_limit": recursion_limit}
+    if on_step is None:
+        if config is None:
+            return pipeline.graph.invoke(payload, context=context)
+        return pipeline.graph.invoke(payload, config, context=context)
+    output = None
+    for mode, chunk in pipeline.graph.stream(
+        payload, config, context=context, stream_mode=["updates", "values"]
+    ):
+        if mode == "values":
+            output = chunk
+        else:
+            for node in chunk:
+                on_step(node)
+    return output
 
 
 def _apply(plan: Plan, values: dict[str, Any], writes: list[tuple[str, dict[str, Any]]]) -> None:
@@ -195,13 +271,40 @@ def _apply(plan: Plan, values: dict[str, Any], writes: list[tuple[str, dict[str,
         values[key] = value
 
 
+def _from_langgraph(value: Any) -> bool:
+    """``value`` is one of LangGraph's control objects (``Command``, ``Send``, ``Overwrite``):
+    only code that imported LangGraph can make one, so the check imports nothing."""
+    return type(value).__module__.startswith("langgraph.")
+
+
 def _updates(name: str, output: Any) -> dict[str, Any]:
     if output is None:
         return {}
     if not isinstance(output, dict):
-        from langgraph.errors import InvalidUpdateError
+        commands = output if isinstance(output, list | tuple) else [output]
+        # LangGraph also reads an object with annotated fields (a dataclass, a Pydantic model)
+        # as the writes of those fields.
+        annotated = any("__annotations__" in vars(kind) for kind in type(output).__mro__)
+        if annotated or any(map(_from_langgraph, commands)):
+            raise NotModelled(
+                f"node {name!r} returned {type(output).__name__}: the direct runner runs nodes that "
+                "return a dict or None; run the pipeline's compiled graph (pipeline.graph)"
+            )
+        from langgraph.errors import ErrorCode, InvalidUpdateError, create_error_message
 
-        raise InvalidUpdateError(f"Expected dict, got {output!r} from node {name!r}")
+        # LangGraph's own message (graph/state.py), with the node named in the log
+        log.error("node %r returned %r, not a dict of the state keys it changes", name, output)
+        raise InvalidUpdateError(
+            create_error_message(
+                message=f"Expected dict, got {output}", error_code=ErrorCode.INVALID_GRAPH_NODE_RETURN_VALUE
+            )
+        )
+    for key, value in output.items():
+        if _from_langgraph(value):
+            raise NotModelled(
+                f"node {name!r} wrote {type(value).__name__} to {key!r}: the direct runner "
+                "does not model it; run the pipeline's compiled graph (pipeline.graph)"
+            )
     return output
 
 
@@ -210,25 +313,58 @@ def _routes(pipeline: Pipeline, name: str, state: dict[str, Any]) -> list[str]:
     for route, ends in pipeline.branches.get(name, ()):
         chosen = route(state)
         for choice in chosen if isinstance(chosen, list) else [chosen]:
+            if _from_langgraph(choice):
+                raise NotModelled(
+                    f"the route after {name!r} returned {type(choice).__name__}: the direct runner "
+                    "does not model it; run the pipeline's compiled graph (pipeline.graph)"
+                )
             if choice not in ends:
-                raise ValueError(f"pipeline {pipeline.name}: {name} routed to {choice!r}, not one of {ends}")
+                raise UnknownRoute(
+                    f"pipeline {pipeline.name}: {name} routed to {choice!r}, not one of {ends}"
+                )
             targets.append(choice)
     return targets
 
 
-def _run(pipeline: Pipeline, payload: Mapping[str, Any], runtime: StepRuntime) -> Any:
+class UnknownRoute(KeyError, ValueError):
+    """A route named a node it did not declare (LangGraph raises a bare ``KeyError`` of the name;
+    this is one, with a message that says where)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def _run(
+    pipeline: Pipeline,
+    payload: Mapping[str, Any],
+    runtime: StepRuntime,
+    recursion_limit: int,
+    on_step: Callable[[str], None],
+) -> Any:
     plan = plan_of(pipeline)
     # Fresh state, as Pregel makes it for a run without a checkpoint: reducers' empty values.
     values = {key: field.empty() for key, field in plan.fields.items() if field.empty is not None}
-    _apply(plan, values, [(START, {k: v for k, v in payload.items() if k in plan.input_keys})])
+    given = {k: v for k, v in payload.items() if k in plan.input_keys}
+    _apply(plan, values, [(START, given)])
+    output_written = any(key in plan.output_set for key in given)  # no output: LangGraph returns None
     step = list(plan.edges.get(START, ()))
+    if START in pipeline.branches:  # a conditional entry: routed on the input
+        step = [name for name in dict.fromkeys(step + _routes(pipeline, START, values)) if name != END]
     arrived: dict[str, set[str]] = {}
-    while step:
+    for tick in itertools.count():
+        # Pregel checks its limit before it looks for the next step's tasks: the tick that finds
+        # none counts too.
+        if tick >= recursion_limit:
+            _raise_recursion_error(recursion_limit)
+        if not step:
+            break
         before = dict(values) if len(step) > 1 and any(name in pipeline.branches for name in step) else None
         writes = _execute(pipeline, step, values, runtime)
         _apply(plan, values, writes)
         following: list[str] = []
         for name, update in writes:
+            output_written = output_written or any(key in plan.output_set for key in update)
+            on_step(name)
             following.extend(plan.edges.get(name, ()))
             if name in pipeline.branches:
                 # Routed on the state with this node's own writes (LangGraph's fresh read): the
@@ -246,7 +382,21 @@ def _run(pipeline: Pipeline, payload: Mapping[str, Any], runtime: StepRuntime) -
                         following.append(target)
                         seen.clear()
         step = [name for name in dict.fromkeys(following) if name != END]
+    if not output_written:
+        return None
     return {key: values[key] for key in plan.output_keys if key in values}
+
+
+def _raise_recursion_error(limit: int) -> None:
+    from langgraph.errors import ErrorCode, GraphRecursionError, create_error_message
+
+    raise GraphRecursionError(
+        create_error_message(
+            message=f"Recursion limit of {limit} reached without hitting a stop condition. "
+            "You can increase the limit by setting the `recursion_limit` config key.",
+            error_code=ErrorCode.GRAPH_RECURSION_LIMIT,
+        )
+    )
 
 
 def _execute(
@@ -259,7 +409,12 @@ def _execute(
     nodes = pipeline.nodes
     if len(step) == 1:
         name = step[0]
-        return [(name, _updates(name, nodes[name](dict(state), runtime)))]
+        try:
+            output = nodes[name](dict(state), runtime)
+        except RuntimeError as error:
+            _refuse_langgraph_context(step, error)
+            raise
+        return [(name, _updates(name, output))]
     pool = _executor()
     futures = [
         pool.submit(contextvars.copy_context().run, nodes[name], dict(state), runtime) for name in step[1:]
@@ -276,5 +431,28 @@ def _execute(
         except BaseException as error:  # why: the first failure (in step order) is raised
             failure = failure or error
     if failure is not None:
+        _refuse_langgraph_context(step, failure)
         raise failure
     return [(name, _updates(name, output)) for name, output in zip(step, outputs, strict=True)]
+
+
+def _refuse_langgraph_context(step: list[str], error: BaseException) -> None:
+    """A node that called what needs LangGraph's run context (``interrupt``, ``get_config``,
+    ``get_store``, ``get_stream_writer``) fails inside LangGraph with a RuntimeError that names
+    none of this: say what happened instead.
+
+    Raises:
+        NotModelled: ``error`` is such a failure.
+    """
+    if not isinstance(error, RuntimeError):
+        return
+    frame = error.__traceback__
+    while frame is not None:
+        module = frame.tb_frame.f_globals.get("__name__", "")
+        if module.startswith("langgraph."):
+            raise NotModelled(
+                f"a node of step {step} called {frame.tb_frame.f_code.co_name} of {module}, which "
+                "needs LangGraph's run context (an interrupt, the config, the store); run the "
+                "pipeline's compiled graph (pipeline.graph)"
+            ) from error
+        frame = frame.tb_next

@@ -1,8 +1,9 @@
-"""The store graph: validate > analyze > embed > dedupe > write > link_cues > supersede >
-queue_analysis > associate > inherit_cluster > index_check. A near-duplicate ends the run after
-``dedupe`` with the existing id and ``deduplicated: true``.
+"""The store graph: validate_store > analyze > embed > find_duplicate > write > link_cues >
+supersede > queue_analysis > associate > inherit_cluster > index_check. A near-duplicate ends the
+run after ``find_duplicate`` with the existing id and ``deduplicated: true``. Each node is named
+after its function, and so is its trace entry.
 
-validate to write are in ``nodes/encode.py`` (``dedupe`` is :func:`find_duplicate`),
+validate_store to write are in ``nodes/encode.py``,
 link_cues to index_check in ``nodes/link.py``, supersede in ``nodes/supersede.py`` (corrections)
 and queue_analysis in ``nodes/enrich.py`` (the LLM's analysis, run later from a durable queue);
 the state is ``nodes/state.py``'s StoreState.
@@ -20,22 +21,24 @@ from smriti.nodes.state import MemoryContext, StoreInput, StoreOutput, StoreStat
 from smriti.nodes.supersede import supersede
 from smriti.pipelines.pipeline import END, START, Pipeline
 
-STEPS = [
-    "validate",
-    "analyze",
-    "embed",
-    "dedupe",
-    "write",
-    "link_cues",
-    "supersede",
-    "queue_analysis",
-    "associate",
-    "inherit_cluster",
-    "index_check",
+# The nodes in order; each is named after its function.
+_NODES = [
+    validate_store,
+    analyze,
+    embed,
+    find_duplicate,
+    write,
+    link_cues,
+    supersede,
+    queue_analysis,
+    associate,
+    inherit_cluster,
+    index_check,
 ]
+STEPS = [node.__name__ for node in _NODES]
 
 
-def _after_dedupe(state: StoreState) -> str:
+def _after_find_duplicate(state: StoreState) -> str:
     return END if state.get("duplicate_of") else "write"
 
 
@@ -48,25 +51,12 @@ def build_store_pipeline() -> Pipeline:
         input_schema=StoreInput,
         output_schema=StoreOutput,
     )
-    nodes = [
-        validate_store,
-        analyze,
-        embed,
-        find_duplicate,
-        write,
-        link_cues,
-        supersede,
-        queue_analysis,
-        associate,
-        inherit_cluster,
-        index_check,
-    ]
-    for name, node in zip(STEPS, nodes, strict=True):
-        builder.add_node(name, node)
-    builder.add_edge(START, "validate")
+    for node in _NODES:
+        builder.add_node(node.__name__, node)
+    builder.add_edge(START, STEPS[0])
     for before, after in pairwise(STEPS[:4]):
         builder.add_edge(before, after)
-    builder.add_conditional_edges("dedupe", _after_dedupe, ["write", END])
+    builder.add_conditional_edges("find_duplicate", _after_find_duplicate, ["write", END])
     for before, after in pairwise(STEPS[4:]):
         builder.add_edge(before, after)
     builder.add_edge(STEPS[-1], END)

@@ -37,6 +37,13 @@ CHATTER = frozenset(
         "looks seems keep kept try tried take took come came see saw look looked"
     ).split()
 )
+# Contractions: "i'm" named viewer clusters and stood among keyword cues.
+_CONTRACTIONS = (
+    "i'm i've i'd i'll you're you've you'd you'll we're we've we'd we'll they're they've it's "
+    "that's there's what's let's don't doesn't didn't can't couldn't won't wouldn't isn't aren't "
+    "wasn't weren't haven't hasn't hadn't shouldn't"
+).split()
+CHATTER |= frozenset(_CONTRACTIONS) | frozenset(w.replace("'", "’") for w in _CONTRACTIONS)
 MIN_LENGTH = 3
 
 

@@ -17,9 +17,10 @@ from collections import Counter
 import regex
 
 from smriti.providers.cue_words import cue_terms, language_of, lemma, stopwords_of
+from smriti.providers.lexicon import time_word, word_type
 from smriti.providers.schemas import Analysis, CueItem, ParsedQuery, RelationItem
 from smriti.stores.base import MemoryType
-from smriti.text import STOPWORDS, first_sentence, words
+from smriti.text import STOPWORDS, first_sentence, strip_label, words
 
 MAX_CUES = 12
 MAX_KEYWORDS = 8
@@ -36,9 +37,11 @@ _NOT_NAMES = (
     STOPWORDS
     | _TIME_WORDS
     | frozenset("please remember note use using always never maybe perhaps first next last also".split())
+    | frozenset("i'm i've i'd i'll i’m i’ve i’d i’ll".split())  # "I'm" starts many a chat turn
 )
-# Capitalised runs in any cased script ("Caroline", "New York", "München", "Ярослав").
-_NAME_RUN = regex.compile(r"\b\p{Lu}[\p{L}\p{M}\p{N}'-]*(?:\s+\p{Lu}[\p{L}\p{M}\p{N}'-]*)*")
+# Capitalised runs in any cased script ("Caroline", "New York", "München", "Ярослав"), within a
+# line: a title on its own line is not one name with the sentence's first word below it.
+_NAME_RUN = regex.compile(r"\b\p{Lu}[\p{L}\p{M}\p{N}'-]*(?:[ \t]+\p{Lu}[\p{L}\p{M}\p{N}'-]*)*")
 _TECH_TERM = re.compile(r"\b(?:[a-z]+[-_.][a-z0-9]+[\w.-]*|[a-z]+\d[\w.-]*|[a-z]+[A-Z]\w*)\b")
 _YEAR = re.compile(r"\b(?:19|20)\d\d\b")
 _RELATION_VERBS = (
@@ -109,6 +112,9 @@ def _names(text: str, language: str) -> list[tuple[str, str]]:
         if not run:
             continue
         name = " ".join(run)
+        if len(run) == 1 and (known := word_type(name)):  # Fridays, American, PostgreSQL
+            found.append((time_word(name) or name, known))
+            continue
         before = text[: match.start()].rstrip()
         kind = "place" if re.search(r"\b(in|at|to|from|near)$", before) else "person"
         if name.isupper() and len(name) > 1:
@@ -121,13 +127,17 @@ def _names(text: str, language: str) -> list[tuple[str, str]]:
     for match in _YEAR.finditer(text):
         found.append((match.group(), "time"))
     for word in re.findall(r"[A-Za-z]+", text):
-        if word.lower() in _TIME_WORDS and word.lower() not in {"week", "month", "year"}:
+        if day_or_month := time_word(word):
+            found.append((day_or_month, "time"))
+        elif word.lower() in _TIME_WORDS and word.lower() not in {"week", "month", "year"}:
             found.append((word.lower(), "time"))
     return found
 
 
 def extract_cues(text: str) -> list[CueItem]:
-    """Entities first (they carry the topic), then the most frequent keywords."""
+    """Entities first (they carry the topic), then the most frequent keywords; a leading label
+    ("Title:", "Note:", "## ") is not a cue."""
+    text = strip_label(text)
     tokens = words(text)
     language = language_of(tokens)
     cues: dict[str, CueItem] = {}

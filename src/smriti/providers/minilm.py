@@ -142,8 +142,9 @@ class MiniLMEmbeddings(Embeddings):
     is computed; padded positions are masked out of attention and pooling, so results do not
     depend on which texts share a batch (up to float32 rounding). The tokenizer is read at
     construction (so a missing or broken install fails there); the 87 MB of weights load at the
-    first embedding (or :meth:`load`), so commands that never embed never pay for them, and
-    loading them sets the process's BLAS to one thread (:func:`smriti.blas.one_blas_thread`).
+    first embedding (or :meth:`load`), so commands that never embed never pay for them. The
+    forward passes run with the process's BLAS on one thread (:func:`smriti.blas.one_blas_thread`),
+    and the caller's thread count comes back afterwards.
     Safe to call from several threads: the weights load once and are only read afterwards.
 
     Args:
@@ -190,7 +191,6 @@ class MiniLMEmbeddings(Embeddings):
         if weights is None:
             with self._lock:
                 if self._weights is None:
-                    one_blas_thread()
                     self._weights = _Weights(self.folder, self.config)
                 weights = self._weights
         return weights
@@ -239,15 +239,16 @@ class MiniLMEmbeddings(Embeddings):
         w = self._loaded()
         encodings = [e.ids for e in self.tokenizer.encode_batch(list(texts))]
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i]))
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
-            length = max(len(encodings[i]) for i in chunk)
-            ids = np.full((len(chunk), length), self.pad_id, dtype=np.int64)
-            mask = np.zeros((len(chunk), length), dtype=np.float32)
-            for row, i in enumerate(chunk):
-                ids[row, : len(encodings[i])] = encodings[i]
-                mask[row, : len(encodings[i])] = 1.0
-            result[chunk] = self._encode(w, ids, mask)
+        with one_blas_thread():
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start : start + self.batch_size]
+                length = max(len(encodings[i]) for i in chunk)
+                ids = np.full((len(chunk), length), self.pad_id, dtype=np.int64)
+                mask = np.zeros((len(chunk), length), dtype=np.float32)
+                for row, i in enumerate(chunk):
+                    ids[row, : len(encodings[i])] = encodings[i]
+                    mask[row, : len(encodings[i])] = 1.0
+                result[chunk] = self._encode(w, ids, mask)
         return result
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:

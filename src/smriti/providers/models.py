@@ -11,6 +11,12 @@ Providers:
 Offline, :func:`resolve_embedding` decides per store: a store keeps the embedder it was made
 with (its vectors are not comparable with another model's, and its columns are fixed-size); a
 new store gets MiniLM where it is installed and the hashing embedder where it is not.
+
+Why not ``langchain-community`` (named by the design card): every endpoint Smriti talks to speaks
+the OpenAI API, which ``langchain-openai`` covers, and a library caller passes any LangChain chat
+model or ``Embeddings`` object in (``Memory.open(llm=..., embedder=...)``), whichever package it
+comes from. Installing it would add 12 packages (SQLAlchemy, aiohttp, langchain-classic, ...;
+``pip install --dry-run``, 2026-12) for nothing Smriti calls.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from smriti.errors import EmbeddingMismatchError, ProviderError
+from smriti.errors import EmbedderUnknown, EmbeddingMismatchError, ProviderError
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -248,14 +254,47 @@ def embedder_identity(embedder: Any) -> str:
     return type(embedder).__name__
 
 
-def check_embedding_identity(store: GraphStore, embedder: Any, settings: Settings) -> None:
+# What a dimension most likely means, for a store that records no model (said, never recorded).
+_LIKELY_MODELS = {
+    384: "all-MiniLM-L6-v2 (EMBEDDING_PROVIDER=minilm)",
+    768: "nomic-embed-text or another 768-dimensional model",
+    1024: "mxbai-embed-large or another 1,024-dimensional model",
+    1536: "OpenAI text-embedding-3-small or text-embedding-ada-002",
+    3072: "OpenAI text-embedding-3-large",
+}
+
+
+def check_embedding_identity(
+    store: GraphStore, embedder: Any, settings: Settings, fallback: str | None = None
+) -> None:
     """Record the embedding model in a new store; refuse to mix models in an existing one.
 
     Vectors of two models are not comparable, so recall would silently return noise.
+
+    A store with memories that records no model (the Go server's ``memory.lbug``, or one made
+    through the library before the model was recorded) takes the embedder the user chose (a
+    key, an EMBEDDING_PROVIDER, an embedder passed in) and says so. It never takes an offline
+    ``fallback`` (what ``EMBEDDING_PROVIDER=auto`` runs for want of a key): recording that guess
+    would lock the memory to it and refuse the user's real model later.
+
+    Args:
+        fallback: the offline notice when the embedder is auto's fallback, else None.
+
+    Raises:
+        EmbeddingMismatchError: the store records another model.
+        EmbedderUnknown: a store with memories and no record, and only a fallback to open it with.
     """
     name = embedder_identity(embedder)
     recorded = store.get_meta("embedding_model")
-    if recorded is None or store.count_engrams() == 0:
+    if recorded is None:
+        memories = store.count_engrams()
+        if memories > 0 and fallback is not None:
+            raise EmbedderUnknown(_ask_for_the_embedder(memories, settings.embedding_dims))
+        if memories > 0:
+            log.warning("this memory (%d memories) recorded no embedding model: recording %r", memories, name)
+        store.set_meta("embedding_model", name)
+        return
+    if store.count_engrams() == 0:
         store.set_meta("embedding_model", name)
         return
     if recorded != name:
@@ -265,3 +304,15 @@ def check_embedding_identity(store: GraphStore, embedder: Any, settings: Setting
             "re-embed: `smriti export memories.jsonl`, point STORAGE_LOCATION at a new folder, then "
             "`smriti import memories.jsonl --reembed`."
         )
+
+
+def _ask_for_the_embedder(memories: int, dims: int) -> str:
+    likely = _LIKELY_MODELS.get(dims)
+    guess = f" ({dims} dimensions: most likely {likely})" if likely else f" ({dims} dimensions)"
+    return (
+        f"this memory holds {memories} memories but records no embedding model{guess}, and with no "
+        "EMBEDDING_API_KEY or LLM_API_KEY the offline embedder would be a guess that locks the memory "
+        "to it. Set the model it was made with (EMBEDDING_API_KEY, EMBEDDING_MODEL, EMBEDDING_BASE_URL "
+        "for an OpenAI-compatible one), or choose an offline embedder for good with "
+        "EMBEDDING_PROVIDER=hashing or minilm (no model was recorded)"
+    )

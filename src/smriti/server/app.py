@@ -64,6 +64,7 @@ from smriti.server.schemas import (
     RecallResult,
     StoreResult,
 )
+from smriti.server.sdk import lowlevel_server, tool_parameters
 from smriti.server.subscriptions import register_classic_surface
 from smriti.server.tool_errors import SmritiServer
 from smriti.server.users import UserRuntimes
@@ -399,9 +400,7 @@ def build_server(
         server.add_tool(tool, name=tool.__name__, title=title, description=description, annotations=hints)
     _advertise_rules(server, settings.memory_fabric_max_results)
     register_resources(server, lambda: opened[0].using_request(None))
-    # why the private attribute: MCPServer serves neither method; the SDK points at the
-    # low-level server's add_request_handler for them (mcp 2.3, server/extension.py).
-    register_classic_surface(server._lowlevel_server, MEMORY_RESOURCES)
+    register_classic_surface(lowlevel_server(server), MEMORY_RESOURCES)
     add_health_route(server, __version__)
     return server
 
@@ -409,7 +408,6 @@ def build_server(
 def _advertise_rules(server: MCPServer, max_results: int) -> None:
     """Advertise the rules the tools apply (validators.py) in their input schemas: one definition,
     and the SDK's argument model, which only checks types, never applies them a second time."""
-    # why the private attribute: MCPServer has no public way to amend a registered tool's schema.
     advertised = {
         "smriti_store": {"importance": importance_schema()},
         "smriti_recall": {
@@ -419,10 +417,8 @@ def _advertise_rules(server: MCPServer, max_results: int) -> None:
         },
     }
     for name, properties in advertised.items():
-        tool = server._tool_manager.get_tool(name)
-        assert tool is not None
         for prop, schema in properties.items():
-            described = tool.parameters["properties"][prop]
+            described = tool_parameters(server, name)["properties"][prop]
             for key in ("type", "anyOf"):  # the declared type's schema gives way to the rule's
                 described.pop(key, None)
             described.update(schema)

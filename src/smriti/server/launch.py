@@ -121,6 +121,13 @@ def serve(
         from smriti.server.workers import serve_workers
 
         return serve_workers(settings, host, port, no_auth, workers)
+    return _serve_in_process(settings, transport, host, port, no_auth)
+
+
+def _serve_in_process(
+    settings: Settings, transport: Literal["stdio", "streamable-http"], host: str, port: int, no_auth: bool
+) -> None:
+    """Run the app in this process on ``transport``; a start-up failure exits 1 with one line."""
     import anyio
 
     from smriti.runtime import startup_error
@@ -137,6 +144,9 @@ def serve(
             print(f"smriti-mcp: {error}", file=sys.stderr)
             raise SystemExit(2) from None
     closed = threading.Event()
+    from smriti.blas import one_thread_for_this_process
+
+    one_thread_for_this_process()  # the server's own process: see smriti/blas.py
     server = build_server(settings, on_shutdown=closed.set, auth=auth)
     where = "stdio" if transport == "stdio" else f"http://{host}:{port}/mcp"
     logger.info(
@@ -166,8 +176,24 @@ def serve(
     logger.info("smriti-mcp: shut down cleanly")
 
 
+class _Parser(argparse.ArgumentParser):
+    """The epilog names the settings' sections, read from the settings (pydantic) only when the
+    help is shown: parsing the arguments is on the relay's path, which must not import them."""
+
+    def format_help(self) -> str:
+        from smriti.config import SECTIONS
+
+        self.epilog = (
+            "Settings, by section: "
+            + ", ".join(f"{section.slug} ({section.title})" for section in SECTIONS)
+            + ". `smriti config [SECTION]` shows each value in effect and where it came from; "
+            "docs/settings.md describes every variable."
+        )
+        return super().format_help()
+
+
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="smriti-mcp",
         description="Smriti graph memory MCP server. Configuration comes from environment variables.",
     )

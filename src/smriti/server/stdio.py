@@ -1,50 +1,35 @@
-"""The stdio transport, answering every line that is a request, even a malformed one.
+"""The stdio transport, answering every line, even a malformed one, with ids echoed verbatim.
 
 The SDK's stdio transport parses each line and, when parsing fails, hands the exception to
-the session, which logs it and answers nothing: a client that sent invalid JSON, a batch
-array (batches left the protocol in 2025-06-18), a lone UTF-16 surrogate escape (valid JSON,
-refused by pydantic's parser) or a message nested too deep waits for its own timeout. So this
-module reads stdin itself (the SDK still writes stdout) and reads each line as follows:
+the session, which logs it and answers nothing; it also reads a request whose id is a float,
+a boolean, an object or null as a notification, and answers that with nothing either. So this
+module reads stdin and writes stdout itself, one :class:`~smriti.server.wire.Wire` per session:
+the wire says what to do with each line (pass the message on, or answer it at once; see
+:mod:`smriti.server.wire` for the rules) and writes each answer under the id the client sent.
+The SDK's session sees only messages it can read.
 
-- bytes that are not UTF-8 become U+FFFD, as the SDK's reader does;
-- a lone surrogate escape (``"\\udaee"``, typically an emoji cut in half) becomes U+FFFD too,
-  so a memory with one is stored rather than refused;
-- a line that is still not a message is answered as JSON-RPC 2.0 asks: -32700 (parse error)
-  when it is not JSON, -32600 (invalid request) when it is JSON but not a message, with the
-  request's ``id`` when the line is an object with a ``method`` and a usable id (a string or
-  an integer), else with ``"id": null``;
-- a blank line carries nothing and is skipped.
-
-The shared server reads its lines socket the same way (:func:`answering_lines` over
-:func:`socket_lines`, :mod:`smriti.server.shared.lines`), so :func:`read_message` is the one place
-that decides what a line is and how an unreadable one is answered, for stdio clients served
-in-process and for those a relay passes on.
+The shared server reads each connection on its lines socket the same way (:func:`answering_lines`
+over :func:`socket_lines`, :mod:`smriti.server.shared.lines`): a stdio client served in-process
+and one whose relay passes its lines on get the same wire, the same answers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
-import json
 import logging
 import os
-import re
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import anyio
-from mcp.server.stdio import stdio_server
+import anyio.abc
 from mcp.shared.message import SessionMessage
-from mcp_types import (
-    INVALID_REQUEST,
-    PARSE_ERROR,
-    ErrorData,
-    JSONRPCError,
-    JSONRPCRequest,
-    JSONRPCResponse,
-    jsonrpc_message_adapter,
-)
+from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse, jsonrpc_message_adapter
 from pydantic import ValidationError
+
+from smriti.server.wire import Line, Wire
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -56,81 +41,25 @@ logger = logging.getLogger("smriti.server")
 # `printf '...' | smriti-mcp` on a cold start (the shared server starts in ~1-3 s, a first
 # recall loads caches); a client that closed stdin with nothing pending ends the process at once.
 ANSWER_GRACE = 10.0
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
-class _Unreadable(Exception):
-    """A line that is no message; ``reply`` answers it."""
+def read_message(wire: Wire, raw: bytes) -> tuple[SessionMessage | None, bytes | None]:
+    """One line as a message for the SDK's session, or the line to answer it with.
 
-    def __init__(self, reply: JSONRPCError, why: str) -> None:
-        super().__init__(why)
-        self.reply = reply
-
-
-def _error(code: int, message: str, message_id: str | int | None = None) -> _Unreadable:
-    return _Unreadable(
-        JSONRPCError(jsonrpc="2.0", id=message_id, error=ErrorData(code=code, message=message)), message
-    )
-
-
-def _replace_surrogates(value: Any) -> Any:
-    """``value`` (parsed JSON) with every lone surrogate in its strings and keys made U+FFFD."""
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
-    if isinstance(value, list):
-        return [_replace_surrogates(item) for item in value]
-    if isinstance(value, dict):
-        return {_replace_surrogates(key): _replace_surrogates(item) for key, item in value.items()}
-    return value
-
-
-def _request_id(value: Any) -> str | int | None:
-    """The id to answer an invalid ``value`` with: a request's own, when it has a usable one."""
-    if not isinstance(value, dict) or "method" not in value:
-        return None  # a client's malformed response or no message at all: no id of ours to answer
-    key = value.get("id")
-    return key if isinstance(key, str) or (isinstance(key, int) and not isinstance(key, bool)) else None
-
-
-def read_message(raw: bytes) -> SessionMessage | None:
-    """One stdin line as a message; None for a blank line.
-
-    Raises:
-        _Unreadable: the line is no message; its ``reply`` is the JSON-RPC error to send.
+    :meth:`Wire.read <smriti.server.wire.Wire.read>` checks the JSON-RPC envelope; the SDK's
+    model reads it once more, and whatever it still refuses is answered too.
     """
-    text = raw.decode("utf-8", errors="replace")
-    if not text.strip():
-        return None
+    line: Line = wire.read(raw)
+    if line.warning is not None:
+        log = logger.warning if line.reply is not None or "surrogate" in line.warning else logger.info
+        log("message from the client: %s", line.warning)
+    if line.message is None:
+        return None, line.reply
     try:
-        return SessionMessage(jsonrpc_message_adapter.validate_json(text, by_name=False))
+        return SessionMessage(jsonrpc_message_adapter.validate_python(line.message, by_name=False)), None
     except ValidationError:
-        pass  # read it again, more slowly, to repair it or to find the id to answer
-    try:
-        value = _replace_surrogates(json.loads(text))
-    except (ValueError, RecursionError):
-        raise _error(PARSE_ERROR, "Parse error: the line is not valid JSON") from None
-    message_id = _request_id(value)
-    try:
-        message = jsonrpc_message_adapter.validate_json(json.dumps(value, ensure_ascii=False), by_name=False)
-    except (ValidationError, RecursionError):
-        detail = "not a JSON-RPC 2.0 message"
-        if not isinstance(value, dict):
-            detail += " (a message is one JSON object; batches are not supported)"
-        raise _error(INVALID_REQUEST, f"Invalid request: {detail}", message_id) from None
-    if _SURROGATE_ESCAPE.search(text):
-        logger.warning("a message carried a lone UTF-16 surrogate: replaced with U+FFFD")
-    return SessionMessage(message)
-
-
-class _NoLines:
-    """Stands in for the SDK's stdin (read here instead): no lines at all."""
-
-    def __aiter__(self) -> _NoLines:
-        return self
-
-    async def __anext__(self) -> str:
-        raise StopAsyncIteration
+        logger.warning("message from the client refused by the MCP SDK's model")
+        return None, wire.refuse(line.message, "not a JSON-RPC 2.0 message of MCP")
 
 
 @asynccontextmanager
@@ -151,8 +80,23 @@ async def _claimed_stdin() -> AsyncIterator[anyio.AsyncFile[bytes]]:
         os.dup2(private, 0)
 
 
-class SocketText:
-    """What the SDK's stdio writer writes to (``write``/``flush``), sent on a socket stream.
+@contextlib.contextmanager
+def _claimed_stdout() -> Iterator[IO[bytes]]:
+    """Write the wire to a private copy of fd 1 while fd 1 itself goes to stderr, as the SDK
+    does: a stray ``print`` of a library or a child process cannot break a message."""
+    private = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.dup2(2, 1)
+    out = os.fdopen(private, "wb", closefd=False)
+    try:
+        yield out
+    finally:
+        with contextlib.suppress(OSError):
+            out.flush()
+        os.dup2(private, 1)
+
+
+class SocketWriter:
+    """Writes a session's lines to a socket stream (the lines socket's connection).
 
     A peer gone mid-write (a relay killed) is not an error of the session: its reader ends it.
     """
@@ -161,16 +105,13 @@ class SocketText:
         self.stream = stream
         self.gone = False
 
-    async def write(self, text: str) -> None:
+    async def __call__(self, data: bytes) -> None:
         if self.gone:
             return
         try:
-            await self.stream.send(text.encode("utf-8"))
+            await self.stream.send(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             self.gone = True
-
-    async def flush(self) -> None:
-        return None
 
 
 async def socket_lines(stream: anyio.abc.ByteReceiveStream) -> AsyncIterator[bytes]:
@@ -193,64 +134,65 @@ async def socket_lines(stream: anyio.abc.ByteReceiveStream) -> AsyncIterator[byt
 
 @asynccontextmanager
 async def answering_lines(
-    lines: AsyncIterable[bytes], stdout: Any = None
+    lines: AsyncIterable[bytes], send: Callable[[bytes], Awaitable[None]]
 ) -> AsyncIterator[
     tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 ]:
-    """Messages read from ``lines`` and a stream to ``stdout`` (the process's own when None, else
-    an object with async ``write(str)`` and ``flush()``); unreadable lines are answered here.
+    """Messages read from ``lines`` and a stream whose messages ``send`` writes; unreadable
+    lines are answered here. One :class:`~smriti.server.wire.Wire` per call: one session.
 
     When the lines end, the stream of messages ends once every request passed on has been
     answered, or after ``ANSWER_GRACE`` seconds: ``printf '...' | smriti-mcp`` gets its answers,
     and a client that went away does not keep the session. Leaving the context writes what
-    was sent and closes stdout's stream, so the SDK's writer ends with it.
+    was sent, then stops writing.
     """
-    async with stdio_server(stdin=cast("anyio.AsyncFile[str]", _NoLines()), stdout=stdout) as (_, outgoing):
-        readable_send, readable = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-        answers, answers_out = anyio.create_memory_object_stream[SessionMessage](0)
-        in_flight: set[Any] = set()  # ids of the requests passed on and not answered yet
+    wire = Wire()
+    readable_send, readable = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    # SessionMessages from the session, bytes: the wire's own answers
+    answers, answers_out = anyio.create_memory_object_stream[SessionMessage | bytes](0)
+    in_flight: set[Any] = set()  # ids of the requests passed on and not answered yet
 
-        async def read_lines() -> None:
-            async with readable_send:
-                async for raw in lines:
-                    try:
-                        message = read_message(raw)
-                    except _Unreadable as problem:
-                        logger.warning("unreadable message: %s", problem)
-                        await answers.send(SessionMessage(problem.reply))
-                        continue
-                    if message is None:
-                        continue
-                    if isinstance(message.message, JSONRPCRequest):
-                        in_flight.add(message.message.id)
-                    await readable_send.send(message)
-                with anyio.move_on_after(ANSWER_GRACE):
-                    while in_flight:
-                        await anyio.sleep(0.02)
+    async def read_lines() -> None:
+        async with readable_send:
+            async for raw in lines:
+                message, reply = read_message(wire, raw)
+                if reply is not None:
+                    await answers.send(reply)
+                if message is None:
+                    continue
+                if isinstance(message.message, JSONRPCRequest):
+                    in_flight.add(message.message.id)
+                await readable_send.send(message)
+            with anyio.move_on_after(ANSWER_GRACE):
+                while in_flight:
+                    await anyio.sleep(0.02)
 
-        async def write_answers() -> None:
-            async with answers_out:
-                async for item in answers_out:
-                    await outgoing.send(item)
-                    if isinstance(item.message, JSONRPCResponse | JSONRPCError):
-                        in_flight.discard(item.message.id)
+    async def write_answers() -> None:
+        async with answers_out:
+            async for item in answers_out:
+                if isinstance(item, bytes):
+                    await send(item)
+                    continue
+                message = item.message
+                await send(wire.write(message.model_dump(mode="json", by_alias=True, exclude_unset=True)))
+                if isinstance(message, JSONRPCResponse | JSONRPCError):
+                    in_flight.discard(message.id)
 
-        async with anyio.create_task_group() as tasks:
-            reading = anyio.CancelScope()
+    async with anyio.create_task_group() as tasks:
+        reading = anyio.CancelScope()
 
-            async def read_until_stopped() -> None:
-                with reading:
-                    await read_lines()
+        async def read_until_stopped() -> None:
+            with reading:
+                await read_lines()
 
-            tasks.start_soon(read_until_stopped)
-            tasks.start_soon(write_answers)
-            try:
-                yield readable, answers
-            finally:
-                reading.cancel()  # its thread may be blocked on stdin
-                answers.close()  # the writer writes what was sent, then stops
-                tasks.cancel_scope.deadline = anyio.current_time() + 1.0  # unless stdout is stuck
-        await outgoing.aclose()
+        tasks.start_soon(read_until_stopped)
+        tasks.start_soon(write_answers)
+        try:
+            yield readable, cast("MemoryObjectSendStream[SessionMessage]", answers)
+        finally:
+            reading.cancel()  # its thread may be blocked on stdin
+            answers.close()  # the writer writes what was sent, then stops
+            tasks.cancel_scope.deadline = anyio.current_time() + 1.0  # unless the peer is stuck
 
 
 @asynccontextmanager
@@ -258,8 +200,17 @@ async def answering_stdio() -> AsyncIterator[
     tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 ]:
     """:func:`answering_lines` on the process's stdin and stdout."""
-    async with _claimed_stdin() as lines, answering_lines(_file_lines(lines)) as streams:
-        yield streams
+    with _claimed_stdout() as stdout:
+
+        def write(data: bytes) -> None:
+            stdout.write(data)
+            stdout.flush()
+
+        async def send(data: bytes) -> None:
+            await anyio.to_thread.run_sync(write, data)
+
+        async with _claimed_stdin() as lines, answering_lines(_file_lines(lines), send) as streams:
+            yield streams
 
 
 async def _file_lines(lines: anyio.AsyncFile[bytes]) -> AsyncIterator[bytes]:
@@ -269,8 +220,8 @@ async def _file_lines(lines: anyio.AsyncFile[bytes]) -> AsyncIterator[bytes]:
 
 async def run_stdio(server: MCPServer) -> None:
     """``server.run_stdio_async()`` with malformed lines answered (see the module docstring)."""
-    # why the private attribute: MCPServer exposes no other way to run its low-level server on
-    # streams of our own; it is the same call run_stdio_async makes (mcp 2.3).
-    lowlevel = server._lowlevel_server
+    from smriti.server.sdk import lowlevel_server
+
+    lowlevel = lowlevel_server(server)  # the call run_stdio_async makes, on our streams
     async with answering_stdio() as (read_stream, write_stream):
         await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())

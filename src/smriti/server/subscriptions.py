@@ -30,6 +30,8 @@ from mcp_types import (
     UnsubscribeRequestParams,
 )
 
+from smriti.server.sdk import session_connection
+
 if TYPE_CHECKING:
     from mcp.server.connection import Connection
     from mcp.server.context import ServerRequestContext
@@ -90,11 +92,7 @@ def register_classic_surface(lowlevel: Server[Any], resources: tuple[str, ...]) 
     """
 
     def client(session: ServerSession) -> Connection:
-        # why the private attribute: a handler's ServerSession lives for one request; the client's
-        # Connection (its standalone stream, which notifications go to) is only reachable from it
-        # (mcp 2.3).
-        connection: Connection = session._connection
-        return connection
+        return session_connection(session)
 
     def checked(uri: str) -> str:
         if uri not in resources:

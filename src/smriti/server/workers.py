@@ -174,5 +174,8 @@ def make_app() -> ASGIApp:
     settings = load_settings()
     configure_logging(settings.log_level)
     auth = plan_http_auth(settings, options["host"], int(options["port"]), bool(options["no_auth"]))
+    from smriti.blas import one_thread_for_this_process
+
+    one_thread_for_this_process()  # the server's own process: see smriti/blas.py
     server = build_server(settings, auth=auth)
     return closing_each_connection(http_app(server, options["host"], auth, stateless=True))

@@ -46,6 +46,8 @@ def utcnow() -> datetime:
 
 
 def new_id() -> str:
+    # Random (v4), so the start of an id identifies a memory (`smriti forget 3f2a…`); recall
+    # breaks score ties by creation time and content instead (nodes/state.py, Candidate.tie).
     return str(uuid.uuid4())
 
 
@@ -463,6 +465,18 @@ class GraphStore(Protocol):
         """
         ...
 
+    def write_batch(self) -> AbstractContextManager[None]:
+        """One store's writes (the store pipeline's): they commit together or not at all, also
+        on a database without multi-statement transactions.
+
+        The :class:`StoreBase` default is :meth:`transaction`. The Cypher stores queue the
+        writes made inside and send them together at the end (FalkorDB: one MULTI/EXEC; Neo4j:
+        one transaction), so code inside must not read back what it wrote there (reads see
+        the store as it was), and writes answer without a result where theirs is not known yet
+        (``update_engrams`` counts the ids asked for).
+        """
+        ...
+
     # -- key/value metadata (embedding model and dims, Leiden cache, index state) ---------
     def get_meta(self, key: str) -> str | None: ...
     def set_meta(self, key: str, value: str) -> None: ...
@@ -743,6 +757,10 @@ class StoreBase(ABC):
     def transaction(self) -> AbstractContextManager[None]:
         """No multi-statement transactions here: each write commits by itself."""
         return nullcontext()
+
+    def write_batch(self) -> AbstractContextManager[None]:
+        """A store's writes: :meth:`transaction` where the backend has one."""
+        return self.transaction()
 
     def latest_of_source(self, source: str, limit: int) -> list[str]:
         """Only a shared store is asked (see ``Capabilities.shared``); an embedded one, written by

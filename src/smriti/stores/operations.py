@@ -13,9 +13,11 @@ forwarding call in between. What is checked, and when:
 
 * by mypy, the collaborator's method has the protocol method's signature (``handed`` keeps the
   types of the method it is given, and the class attribute overrides StoreBase's);
-* at import, the name is a :class:`~smriti.stores.base.GraphStore` method and the
-  collaborator's method takes the protocol's parameters first, with the same names, kinds and
-  defaults (a caller's keywords reach it), and any more only with defaults;
+* at import, the name is a :class:`~smriti.stores.base.GraphStore` method, the collaborator
+  is declared in the class body (``graph: Graph``: a misspelt ``handed("grpah", ...)`` fails
+  when the class is defined, not at its first call), and the collaborator's method takes the
+  protocol's parameters first, with the same names, kinds and defaults (a caller's keywords
+  reach it), and any more only with defaults;
 * at construction, as before, every method of ``stores.base.BACKEND_METHODS`` is written or
   handed on (StoreBase declares them abstract; a handed one counts as written).
 """
@@ -44,6 +46,11 @@ class Forward:
     def __set_name__(self, owner: type, name: str) -> None:
         if name not in PROTOCOL_METHODS:
             raise TypeError(f"{owner.__name__}.{name} is not a GraphStore method: write it in the class")
+        if self.attribute not in collaborators(owner):
+            raise TypeError(
+                f"{owner.__name__}.{name} is handed to {self.attribute!r}, which {owner.__name__} does "
+                f"not declare: add '{self.attribute}: <its class>' to the class body"
+            )
         if not _accepts(self.method, getattr(GraphStore, name)):
             raise TypeError(
                 f"{owner.__name__}.{name}: {self.method.__qualname__} takes other parameters than "
@@ -72,6 +79,11 @@ def handed[**P, R](
     """
     # why the cast: a Forward is a descriptor that reads as the collaborator's bound method.
     return cast(Callable[Concatenate[Any, P], R], Forward(attribute, method))
+
+
+def collaborators(cls: type) -> set[str]:
+    """The attributes ``cls`` (or a base) declares in its class body (``graph: Graph``)."""
+    return {name for klass in cls.__mro__ for name in vars(klass).get("__annotations__", {})}
 
 
 def _parameters(method: Callable[..., Any]) -> list[inspect.Parameter]:

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from smriti.blas import one_blas_thread
+from smriti import blas
 from smriti.stores import ann
 from smriti.stores.ann import AnnParams
 
@@ -170,7 +170,7 @@ class VectorCache:
         which the cache keeps without a copy."""
         if matrix.shape != (len(ids), self.dims) or len(types) != len(ids):
             raise ValueError(f"load_matrix: {len(ids)} ids, {len(types)} types, a {matrix.shape} matrix")
-        one_blas_thread()  # the scans ahead need it: decided here, not in a first query (~15 ms)
+        blas.prepare()  # the scans ahead need it: found here, not in a first query
         with self._lock:
             self._reset()
             saved = self._open_saved()
@@ -192,7 +192,7 @@ class VectorCache:
         the cache is then loaded without reading an embedding. False changes nothing: the
         owner calls :meth:`load`.
         """
-        one_blas_thread()
+        blas.prepare()
         with self._lock:
             saved = self._open_saved()
             if saved is None:
@@ -227,7 +227,7 @@ class VectorCache:
         """
         if not self.quantised or self.ann_threshold is None or total < self.ann_threshold:
             return False
-        one_blas_thread()  # as load_matrix: for the scans of the tail added after the build
+        blas.prepare()  # as load_matrix: for the scans of the tail added after the build
         with self._lock:
             if self._open_saved() is not None:
                 return False
@@ -749,8 +749,8 @@ def cosine(
     if norms is None:
         norms = np.linalg.norm(matrix, axis=1)
     if rough:
-        one_blas_thread()  # two spinning OpenBLAS threads made it 8 ms (smriti/blas.py)
-        dots = matrix @ (q / norm)
+        with blas.one_blas_thread():  # two spinning OpenBLAS threads made it 8 ms (smriti/blas.py)
+            dots = matrix @ (q / norm)
     else:
         dots = np.einsum("ij,j->i", matrix, q / norm)
     # Cosine: divide by each row's norm; a zero row scores 0 against anything.

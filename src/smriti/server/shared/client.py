@@ -97,7 +97,7 @@ class Attachment:
         return cls(
             accessing_user=env.get("accessing_user") or default_user(),
             # absolute: the server it starts runs in the user folder (see _spawn)
-            storage_location=Path(env.get("storage_location") or "~/.smriti").expanduser().absolute(),
+            storage_location=Path(absolute_path(env.get("storage_location") or "~/.smriti")),
             log_level=level,
         )
 
@@ -105,6 +105,32 @@ class Attachment:
     def of(cls, settings: Any) -> Attachment:
         """The attachment of validated :class:`~smriti.config.Settings`."""
         return cls(settings.accessing_user, settings.storage_location, settings.log_level)
+
+
+def absolute_path(text: str) -> str:
+    """A path setting as every process reads it: ``~`` expanded and made absolute here. The rule
+    of :func:`smriti.config.section.absolute_path`, in the standard library (the relay reads no
+    settings): ``abspath``, so ".." is folded but a symlinked folder keeps its name."""
+    return os.path.abspath(os.path.expanduser(text))
+
+
+# The path settings (names as Settings reads them): a server started elsewhere must get them
+# absolute. tests/test_paths.py checks this is every Path field of Settings.
+PATH_SETTINGS = ("STORAGE_LOCATION", "SMRITI_TOKENS_FILE")
+
+
+def path_environment(environ: Mapping[str, str], storage_location: Path) -> dict[str, str]:
+    """``environ`` for the shared server this client starts: ``storage_location`` (this client's,
+    already absolute) and every other path setting that is set, made absolute where this client
+    runs (the server starts in the user folder). Variants of a name in another case are dropped,
+    since the settings read names case-insensitively."""
+    env = _lowered(environ)
+    paths = {"STORAGE_LOCATION": str(storage_location)}
+    for name in PATH_SETTINGS:
+        if name not in paths and env.get(name.lower()):
+            paths[name] = absolute_path(env[name.lower()])
+    child = {key: value for key, value in environ.items() if key.upper() not in paths}
+    return {**child, **paths}
 
 
 def _lowered(environ: Mapping[str, str]) -> dict[str, str]:
@@ -331,8 +357,9 @@ def _warn_if_other_settings(status: dict[str, Any]) -> None:
 def _spawn(paths: SharedPaths) -> subprocess.Popen[bytes]:
     """Start the server in a new session (no terminal, survives this client), logging to a file.
 
-    It runs in the user folder, so STORAGE_LOCATION goes to it as the absolute folder this
-    client resolved (a relative one would be read again from there).
+    It runs in the user folder, so it gets every path setting as the absolute value this
+    client read (a relative STORAGE_LOCATION would otherwise be read again from there):
+    :func:`path_environment`.
     """
     if paths.log.exists() and paths.log.stat().st_size > _LOG_ROTATE_BYTES:
         paths.log.replace(paths.log.with_suffix(".log.1"))
@@ -344,7 +371,7 @@ def _spawn(paths: SharedPaths) -> subprocess.Popen[bytes]:
             stdout=fd,
             stderr=fd,
             cwd=paths.folder,
-            env={**os.environ, "STORAGE_LOCATION": str(paths.folder.parent.absolute())},
+            env=path_environment(os.environ, paths.folder.parent),
             start_new_session=True,  # its own session: a client's Ctrl-C or hang-up is not its
         )
     finally:

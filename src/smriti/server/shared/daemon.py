@@ -3,13 +3,15 @@
 An embedded database admits one process, and people run several MCP clients (and the CLI, and
 hooks) at once. So the stdio ``smriti-mcp`` is a relay (:mod:`smriti.server.shared.relay`) and this process,
 started on demand by the first client (:func:`smriti.server.shared.client.ensure_server`), holds the
-database and serves MCP's own streamable HTTP transport on a unix socket with mode 0600 under
-``STORAGE_LOCATION/{user}/``: only the OS user who owns it can connect, so it needs no token.
+database and serves two unix sockets with mode 0600 under ``STORAGE_LOCATION/{user}/`` (only the
+OS user who owns them can connect, so they need no token): MCP's own streamable HTTP transport
+(the CLI's) on ``smriti.sock``, and stdio MCP sessions, one per connection, on
+``smriti-lines.sock`` (the relays': :mod:`smriti.server.shared.lines`).
 
 Besides ``/mcp`` it answers ``GET /status`` (pid, uptime, sessions, requests: ``smriti status``)
 and ``POST /shutdown`` (``smriti stop``). It exits by itself after ``SHARED_IDLE_TIMEOUT``
-seconds with no HTTP request in flight; an attached stdio client always has one (the stream on
-which the server may send it messages), so it lives as long as any client is attached.
+seconds with no HTTP request in flight and no relay connected, so it lives as long as any
+client is attached.
 
 Run it in the foreground with ``smriti-mcp --shared-daemon`` (clients start it detached, with
 its stderr in ``smriti-server.log``).
@@ -35,13 +37,16 @@ import anyio
 from smriti.config import load_settings, setting_env_names
 from smriti.errors import NotFound, SmritiError, StoreError, UserError
 from smriti.server.http_limits import uvicorn_limits
+from smriti.server.sdk import session_count
 from smriti.server.shared.client import (
+    SharedPaths,
     environment_digest,
     prepare_folders,
     remove_stale,
     shared_paths,
 )
 from smriti.server.shared.lines import LineSessions, lines_lifespan
+from smriti.server.wire import MAX_MESSAGE_BYTES
 from smriti.stores.paths import process_lock, try_lock
 
 if TYPE_CHECKING:
@@ -56,7 +61,7 @@ logger = logging.getLogger("smriti.shared")
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
-FIRST_REQUEST_GRACE = 60.0  # seconds a server nobody has talked to yet stays up (see _serve)
+FIRST_REQUEST_GRACE = 60.0  # seconds a server nobody has talked to yet stays up (see _exit_when_idle)
 _UNTRACKED = {"/status"}  # `smriti status` must not keep an idle server alive
 
 
@@ -163,84 +168,188 @@ def _add_cli_routes(server: MCPServer, runtime: Callable[[], Runtime]) -> None:
         return StreamingResponse(lines(), media_type="application/x-ndjson")
 
 
+class SharedServer:
+    """One run of the shared server: the MCP app on its sockets, and what its routes report.
+
+    Built whole before it serves (the app, its routes, the lines socket, uvicorn), so every
+    attribute exists by the time a request or the idle check reads it; ``runtime`` is the user's
+    memory once the app's lifespan has opened it, ``startup_error`` what failed that lifespan, if
+    anything did. Call only while holding the server lock (the sockets' files are replaced).
+    """
+
+    def __init__(self, settings: Settings, paths: SharedPaths) -> None:
+        from smriti.server.app import build_server
+
+        self.settings, self.paths = settings, paths
+        self.started = time.time()
+        # The settings' names are published (state file, status) and the digest is taken over
+        # the raw environment, as a relay, which reads no settings, digests its own.
+        self.setting_names = setting_env_names()
+        self.digest = environment_digest(self.setting_names)
+        self.runtime: Runtime | None = None
+        self.startup_error: BaseException | None = None
+        self.mcp = build_server(settings, on_open=self._opened)
+        _add_routes(self.mcp, self.status, self.stop)
+        _add_cli_routes(self.mcp, self._memory_runtime)
+        app = self._http_app()
+        self.activity = Activity(app)
+        # The relays' connections run in the app's lifespan, which opened the memory.
+        self.lines = LineSessions(self.mcp, bind_socket(paths.lines), self.activity.connection)
+        app.router.lifespan_context = lines_lifespan(app.router.lifespan_context, self.lines)
+        self.uvicorn = self._uvicorn_server()
+
+    def _opened(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def _memory_runtime(self) -> Runtime:
+        if self.runtime is None:  # a route runs only once the lifespan has opened the memory
+            raise StoreError("the shared server has not opened the memory yet")
+        return self.runtime
+
+    def _http_app(self) -> Any:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        app = self.mcp.streamable_http_app(
+            host="localhost",
+            # A session with nothing in flight this long is gone (a relay killed without a goodbye).
+            session_idle_timeout=self.settings.shared_idle_timeout,
+            # The CLI's HTTP requests. (A relay's lines go to the lines socket, where the wire
+            # refuses one over MAX_MESSAGE_BYTES with the answer in-process gives.)
+            max_request_body_size=4 * MAX_MESSAGE_BYTES,
+            # Browsers cannot reach a unix socket, but keep the SDK's Host check: it costs nothing.
+            transport_security=TransportSecuritySettings(allowed_hosts=["localhost"], allowed_origins=[]),
+        )
+        self._keep_startup_error(app)
+        return app
+
+    def _keep_startup_error(self, app: Any) -> None:
+        """Keep the exception that fails the app's start-up (uvicorn reports only its exit)."""
+        inner = app.router.lifespan_context
+
+        @contextlib.asynccontextmanager
+        async def lifespan(starlette_app: Any) -> AsyncIterator[Any]:
+            started = False
+            try:
+                async with inner(starlette_app) as state:
+                    started = True
+                    yield state
+            except BaseException as error:
+                if not started:
+                    self.startup_error = error
+                raise
+
+        app.router.lifespan_context = lifespan
+
+    def _uvicorn_server(self) -> Any:
+        import uvicorn
+
+        config = uvicorn.Config(
+            self.activity,
+            log_level=self.settings.log_level.lower(),
+            log_config=None,  # uvicorn's own config would log to stdout
+            timeout_graceful_shutdown=3,  # attached relays' open streams must not hold the exit
+            **uvicorn_limits(self.settings),
+        )
+        return uvicorn.Server(config)
+
+    def status(self) -> dict[str, Any]:
+        """What ``GET /status`` answers (``smriti status``)."""
+        from smriti import __version__
+
+        activity, settings, runtime = self.activity, self.settings, self.runtime
+        return {
+            "pid": os.getpid(),
+            "user": settings.accessing_user,
+            "socket": str(self.paths.socket),
+            "log": str(self.paths.log),
+            "version": __version__,
+            # What the memory opened with (DB_TYPE=auto resolves per user folder) and the setting
+            "db_type": runtime.memory.context.store.backend if runtime is not None else settings.db_type,
+            "db_type_setting": settings.db_type,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
+            "uptime_s": round(time.time() - self.started, 1),
+            # HTTP sessions (the CLI's) and relays' connections on the lines socket
+            "sessions": session_count(self.mcp) + self.lines.count,
+            "requests_in_flight": activity.active,
+            "requests": activity.requests,
+            "idle_s": round(activity.idle_seconds(), 1),
+            "idle_timeout_s": settings.shared_idle_timeout,
+            "settings": self.digest,
+            "setting_names": self.setting_names,
+        }
+
+    def stop(self) -> None:
+        self.uvicorn.should_exit = True
+
+    async def serve(self, sock: socket.socket) -> None:
+        """Serve on ``sock`` until stopped or idle for ``SHARED_IDLE_TIMEOUT``."""
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._exit_when_idle)
+            await self.uvicorn.serve(sockets=[sock])
+            tasks.cancel_scope.cancel()
+
+    async def _exit_when_idle(self) -> None:
+        idle_timeout, userver = self.settings.shared_idle_timeout, self.uvicorn
+        while not userver.should_exit:
+            await anyio.sleep(min(1.0, idle_timeout / 4))
+            # Before its first request a server waits at least FIRST_REQUEST_GRACE: a relay starts
+            # it before importing the MCP SDK (seconds on a loaded machine), then connects.
+            limit = idle_timeout if self.activity.requests else max(idle_timeout, FIRST_REQUEST_GRACE)
+            if userver.started and self.activity.idle_seconds() >= limit:
+                logger.info("idle for %.0f s: exiting", limit)
+                userver.should_exit = True
+
+
 def run(settings: Settings) -> None:
     """Serve ``settings``' user on the shared socket until idle or stopped.
 
     Raises:
         StoreError: another shared server already serves this user.
     """
-    import uvicorn
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    from smriti import __version__
-    from smriti.server.app import build_server
-
     paths = shared_paths(settings)
     prepare_folders(paths)
     lock = process_lock(paths.server_lock)
     if not try_lock(lock):
         raise StoreError(f"a shared Smriti server already serves user {settings.accessing_user}")
-    started = time.time()
-    names = setting_env_names()
-    digest = environment_digest(names)  # raw, as a relay digests its own environment
-    holder: dict[str, Any] = {}
+    from smriti import __version__
+    from smriti.blas import one_thread_for_this_process
 
-    def status() -> dict[str, Any]:
-        activity: Activity = holder["activity"]
-        runtime = holder.get("runtime")
-        return {
-            "pid": os.getpid(),
-            "user": settings.accessing_user,
-            "socket": str(paths.socket),
-            "log": str(paths.log),
-            "version": __version__,
-            # What the memory opened with (DB_TYPE=auto resolves per user folder) and the setting
-            "db_type": runtime.memory.context.store.backend if runtime is not None else settings.db_type,
-            "db_type_setting": settings.db_type,
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-            "uptime_s": round(time.time() - started, 1),
-            # HTTP sessions (the CLI's; no public count in mcp 2.3) and relays' connections
-            "sessions": len(server.session_manager._server_instances) + holder["lines"].count,
-            "requests_in_flight": activity.active,
-            "requests": activity.requests,
-            "idle_s": round(activity.idle_seconds(), 1),
-            "idle_timeout_s": settings.shared_idle_timeout,
-            "settings": digest,
-            "setting_names": names,
-        }
-
-    def stop() -> None:
-        holder["uvicorn"].should_exit = True
-
-    server = build_server(settings, on_open=lambda runtime: holder.update(runtime=runtime))
-    _add_routes(server, status, stop)
-    _add_cli_routes(server, lambda: holder["runtime"])
-    app = server.streamable_http_app(
-        host="localhost",
-        # A session with nothing in flight this long is gone (a relay killed without a goodbye).
-        session_idle_timeout=settings.shared_idle_timeout,
-        # Browsers cannot reach a unix socket, but keep the SDK's Host check: it costs nothing.
-        transport_security=TransportSecuritySettings(allowed_hosts=["localhost"], allowed_origins=[]),
-    )
-    _keep_startup_error(app, holder)
-    activity = holder["activity"] = Activity(app)
+    one_thread_for_this_process()  # the server's own process: see smriti/blas.py
+    server = SharedServer(settings, paths)
     sock = bind_socket(paths.socket)
-    lines = holder["lines"] = LineSessions(server, bind_socket(paths.lines), activity.connection)
-    app.router.lifespan_context = lines_lifespan(app.router.lifespan_context, lines)
-    config = uvicorn.Config(
-        activity,
-        log_level=settings.log_level.lower(),
-        log_config=None,  # uvicorn's own config would log to stdout
-        timeout_graceful_shutdown=3,  # attached relays' open streams must not hold the exit
-        **uvicorn_limits(settings),
-    )
-    userver = holder["uvicorn"] = uvicorn.Server(config)
     # A line per HTTP request would grow the log by the thousand in a day of use.
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
     # What a relay reads without asking (read_state): whom it talks to, which version, and the
     # settings' names, over which it digests its own environment (the kept answers' key).
-    state = {"pid": os.getpid(), "socket": str(paths.socket), "started": started, "version": __version__}
-    paths.state.write_text(json.dumps({**state, "setting_names": names}))
+    state = {"pid": os.getpid(), "socket": str(paths.socket), "started": server.started}
+    paths.state.write_text(
+        json.dumps({**state, "version": __version__, "setting_names": server.setting_names})
+    )
+    _log_start(settings, paths)
+    # As launch._serve_http: uvicorn re-raises the signal it caught after its clean shutdown.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: None)
+    try:
+        anyio.run(server.serve, sock)
+    except BaseException:
+        # uvicorn exits (3, inside an exception group) when the lifespan fails: the reason (a
+        # locked database...) is what a client must show.
+        if server.startup_error is not None:
+            raise server.startup_error from None
+        raise
+    finally:
+        # Unlinked before the lock is released: a client that then finds the lock free and no
+        # socket starts a new server, never connects to this dying one.
+        remove_stale(paths)
+        sock.close()
+        server.lines.sock.close()
+        lock.release()
+    logger.info("shared Smriti server stopped")
+
+
+def _log_start(settings: Settings, paths: SharedPaths) -> None:
+    from smriti import __version__
+
     logger.info(
         "shared Smriti server %s (pid %d): user %s on %s, serving %s; exits after %.0f s idle",
         __version__,
@@ -250,61 +359,6 @@ def run(settings: Settings) -> None:
         paths.socket,
         settings.shared_idle_timeout,
     )
-    # As server._serve_http: uvicorn re-raises the signal it caught after its clean shutdown.
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: None)
-    try:
-        anyio.run(_serve, userver, sock, activity, settings.shared_idle_timeout)
-    except BaseException:
-        # uvicorn exits (3, inside an exception group) when the lifespan fails: the reason (a
-        # locked database...) is what a client must show.
-        if "startup_error" in holder:
-            raise holder["startup_error"] from None
-        raise
-    finally:
-        # Unlinked before the lock is released: a client that then finds the lock free and no
-        # socket starts a new server, never connects to this dying one.
-        remove_stale(paths)
-        sock.close()
-        lines.sock.close()
-        lock.release()
-    logger.info("shared Smriti server stopped")
-
-
-def _keep_startup_error(app: Any, holder: dict[str, Any]) -> None:
-    """Keep the exception that failed the app's start-up in ``holder["startup_error"]``."""
-    inner = app.router.lifespan_context
-
-    @contextlib.asynccontextmanager
-    async def lifespan(starlette_app: Any) -> AsyncIterator[Any]:
-        started = False
-        try:
-            async with inner(starlette_app) as state:
-                started = True
-                yield state
-        except BaseException as error:
-            if not started:
-                holder["startup_error"] = error
-            raise
-
-    app.router.lifespan_context = lifespan
-
-
-async def _serve(userver: Any, sock: socket.socket, activity: Activity, idle_timeout: float) -> None:
-    async def exit_when_idle() -> None:
-        while not userver.should_exit:
-            await anyio.sleep(min(1.0, idle_timeout / 4))
-            # Before its first request a server waits at least FIRST_REQUEST_GRACE: a relay starts
-            # it before importing the MCP SDK (seconds on a loaded machine), then connects.
-            limit = idle_timeout if activity.requests else max(idle_timeout, FIRST_REQUEST_GRACE)
-            if userver.started and activity.idle_seconds() >= limit:
-                logger.info("idle for %.0f s: exiting", limit)
-                userver.should_exit = True
-
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(exit_when_idle)
-        await userver.serve(sockets=[sock])
-        tasks.cancel_scope.cancel()
 
 
 def main() -> None:

@@ -4,7 +4,8 @@ A stdio relay (:mod:`smriti.server.shared.relay`) passes its client's stdin line
 unchanged and the server's lines back to its stdout: the session is the one the client would
 have with an in-process ``smriti-mcp`` on stdio, served by the same code (the SDK's dual-era
 loop: the ``initialize`` handshake or the 2026-07-28 per-request envelope, whichever the
-client opens with; :func:`smriti.server.stdio.answering_lines` for unreadable lines). The relay
+client opens with; :func:`smriti.server.stdio.answering_lines`, one wire per connection, for
+every line: :mod:`smriti.server.wire`). The relay
 needs no MCP SDK, no HTTP and no session ids of its own, so it starts in milliseconds.
 
 The connections run in the app's lifespan (the streamable-HTTP session manager's, which opened
@@ -22,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
-from smriti.server.stdio import SocketText, answering_lines, socket_lines
+from smriti.server.sdk import lifespan_state, lowlevel_server
+from smriti.server.stdio import SocketWriter, answering_lines, socket_lines
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -48,20 +50,20 @@ class LineSessions:
     async def _one(self, stream: anyio.abc.SocketStream) -> None:
         from mcp.server.runner import serve_dual_era_loop
 
-        lowlevel = self.server._lowlevel_server  # no public way to serve it on our streams (mcp 2.3)
+        lowlevel = lowlevel_server(self.server)
         # The lifespan the session manager entered once for the app (the open memory): a
         # connection must not enter its own (that would open the store a second time).
-        lifespan_state: Any = self.server.session_manager._lifespan_state
+        state = lifespan_state(self.server)
         async with stream:  # closed after the count falls: a relay that saw it close finds it fallen
             self.count += 1
             self.on_change(+1)
             try:
-                async with answering_lines(socket_lines(stream), SocketText(stream)) as (read, write):
+                async with answering_lines(socket_lines(stream), SocketWriter(stream)) as (read, write):
                     await serve_dual_era_loop(
                         lowlevel,
                         read,
                         write,
-                        lifespan_state=lifespan_state,
+                        lifespan_state=state,
                         init_options=lowlevel.create_initialization_options(),
                     )
             except Exception as error:  # one connection's failure is not the server's

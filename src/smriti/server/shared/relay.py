@@ -62,6 +62,7 @@ from smriti.server.shared.client import (
     shared_paths,
 )
 from smriti.server.shared.kept import KeptAnswers, reply_line
+from smriti.server.wire import readable_id
 
 logger = logging.getLogger("smriti.server.shared.relay")
 
@@ -210,8 +211,18 @@ class Relay:
             except OSError:  # the client is gone: its stdin ends too, and the relay with it
                 pass
 
-    def answer(self, message: dict[str, Any]) -> None:
+    def answer(self, message: dict[str, Any], request: Line | None = None) -> None:
+        """Write ``message``; as the answer to ``request``, under the id bytes the client sent
+        (as the server's wire does: ``\u00e9`` stays an escape, a lone surrogate is kept)."""
         reply = {k: v for k, v in message.items() if k in ("result", "error")}
+        token = readable_id(request.raw) if request is not None else None
+        if token is not None:
+            try:
+                body = json.dumps(reply, ensure_ascii=False, separators=(",", ":")).encode()
+            except UnicodeEncodeError:
+                body = json.dumps(reply, separators=(",", ":")).encode()
+            self.write(b'{"jsonrpc":"2.0","id":' + token + b"," + body[1:] + b"\n")
+            return
         try:
             self.write(reply_line(message.get("id"), reply))
         except UnicodeEncodeError:  # an id with a lone surrogate: answer it as JSON escapes
@@ -226,10 +237,10 @@ class Relay:
             line = Line.of(raw)
             answer = self.check_line(line)
             if answer is not None:
-                self.answer(answer)
+                self.answer(answer, line if answer.get("id") == line.id else None)
             elif self.ended is not None:
                 if line.is_request:
-                    self.answer(_error(line.id, self.ended))
+                    self.answer(_error(line.id, self.ended), line)
             elif not self._answered_from_kept(line) and not self._dropped(line):
                 self._forward(line)
         self._finish()
@@ -242,7 +253,7 @@ class Relay:
             except SmritiError as error:  # no server could be started: its reason
                 logger.error("cannot reach the shared Smriti server: %s", error)
                 if line.is_request:
-                    self.answer(_error(line.id, str(error)))
+                    self.answer(_error(line.id, str(error)), line)
                 _exit_if_settings_refused()
                 return
             except OSError as error:  # it went away while connecting: try again
@@ -250,7 +261,7 @@ class Relay:
                 continue
             if self.ended is not None:
                 if line.is_request:
-                    self.answer(_error(line.id, self.ended))
+                    self.answer(_error(line.id, self.ended), line)
                 return
             with self.lock:
                 if session.lost:
@@ -270,7 +281,7 @@ class Relay:
                 if unsent is None:
                     return
         if line.is_request:
-            self.answer(_error(line.id, "the shared Smriti server does not answer (see its log)"))
+            self.answer(_error(line.id, "the shared Smriti server does not answer (see its log)"), line)
 
     def _ready(self) -> Session:
         """The connected session, connecting, replaying the handshake and checking the kept
@@ -329,7 +340,7 @@ class Relay:
             reply = self.kept.get(line.message)
             if reply is None or (line.method == "initialize" and "result" not in reply):
                 return False
-            self.answer({"id": line.id, **reply})
+            self.answer({"id": line.id, **reply}, line)
             if line.method == "initialize":
                 self.initialize, self.promised, self.drop_initialized = line, reply["result"], True
                 self.connect_early()  # the replay goes on while the client reads its answer
@@ -339,7 +350,7 @@ class Relay:
             reply = self.kept.get(line.message, self._context())
             if reply is None or "result" not in reply:
                 return False
-            self.answer({"id": line.id, **reply})
+            self.answer({"id": line.id, **reply}, line)
             self.given_tools.append((line, reply["result"]))
             self.connect_early()  # asked again of the server in the background
             return True
@@ -451,7 +462,7 @@ class Relay:
         session.closed.set()
         for request in unanswered:
             if request.id != _TOOLS_ID:
-                self.answer(_error(request.id, MAY_HAVE_RUN))
+                self.answer(_error(request.id, MAY_HAVE_RUN), request)
 
     def _lose(self, session: Session) -> list[Line]:
         """Mark ``session`` lost (call holding ``self.lock``); the requests it left unanswered."""

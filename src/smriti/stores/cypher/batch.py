@@ -11,6 +11,7 @@ so a batch naming one pair twice or both ways round writes one edge.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from smriti.stores.base import (
@@ -46,7 +47,8 @@ _ASSOCIATION_ENDS = (End("a", "Engram", "id", "source"), End("b", "Engram", "id"
 
 
 class CypherGraphWrites:
-    """``upsert_cues``, ``link_cue_ids``, ``add_cooccurrences``, ``add_relations``, ``associate_many``."""
+    """``upsert_cues``, ``link_cues``, ``link_cue_ids``, ``add_cooccurrences``, ``add_relations``,
+    ``associate_many``."""
 
     def __init__(self, graph: UserGraph) -> None:
         self.graph = graph
@@ -91,6 +93,56 @@ class CypherGraphWrites:
             nodes.remember("Cue", "id", rows)
         return rows
 
+    def _merge_missing_cues(self, cues: Mapping[str, tuple[str, str]]) -> None:
+        """Create the cues not there yet (name -> (id, cue_type)) before edges name them; a
+        write whose rows are not needed, so a store's batch can queue it. During an import the
+        rows are read (their node ids are remembered: see .nodes)."""
+        if self.graph.nodes is not None:
+            self._merge_cues(cues)
+        elif cues:
+            self.graph.write(
+                "UNWIND $rows AS row MERGE (c:Cue {user: $user, name: row.name}) "
+                "ON CREATE SET c.id = row.id, c.cue_type = row.cue_type",
+                rows=[{"name": n, "id": id_, "cue_type": t} for n, (id_, t) in cues.items()],
+            )
+
+    def link_cues(self, engram_id: str, cues: Sequence[Cue]) -> list[Cue]:
+        """``StoreBase.link_cues`` as one write by cue name (a store's batch queues it): the cues
+        that exist are read first, and the others are answered as given (created by the write),
+        one per distinct name in the order given.
+
+        Linking by name, not by the id a new cue is given, keeps the link when another process
+        creates a cue of that name between the read and the write (its id and type win).
+        """
+        names, wanted = distinct_cues(cues, lambda cue, _: self.graph.check_embedding(cue.embedding))
+        if not wanted:
+            return []
+        rows = self.graph.q(
+            f"MATCH (c:Cue {{user: $user}}) WHERE c.name IN $names RETURN {CUE_COLUMNS}", names=list(wanted)
+        )
+        stored = {row["name"]: cue_from_row(row) for row in rows}
+        missing = {name: replace(cue, name=name) for name, cue in wanted.items() if name not in stored}
+        for name, cue in missing.items():
+            if cue.embedding is not None:  # rare: the backend's vector expression takes a parameter
+                self.graph.write(
+                    "MERGE (c:Cue {user: $user, name: $name}) ON CREATE SET c.id = $id, "
+                    f"c.cue_type = $cue_type, c.embedding = {self.graph.vector_literal('embedding')}",
+                    name=name,
+                    id=cue.id,
+                    cue_type=cue.cue_type,
+                    embedding=self.graph.vector_param(cue.embedding),
+                )
+        # OPTIONAL: a missing engram still gets its cues, unlinked (the protocol's rule).
+        self.graph.write(
+            "OPTIONAL MATCH (e:Engram {user: $user, id: $engram_id}) WITH e UNWIND $rows AS row "
+            "MERGE (c:Cue {user: $user, name: row.name}) "
+            "ON CREATE SET c.id = row.id, c.cue_type = row.cue_type "
+            "WITH e, c WHERE e IS NOT NULL MERGE (e)-[:EncodedBy]->(c)",
+            engram_id=engram_id,
+            rows=[{"name": n, "id": c.id, "cue_type": c.cue_type} for n, c in wanted.items()],
+        )
+        return [stored.get(name) or missing[name] for name in dict.fromkeys(names)]
+
     def _seek_first(
         self, ends: Sequence[End], body: str, rows: list[dict[str, Any]], **params: Any
     ) -> list[dict[str, Any]]:
@@ -116,7 +168,7 @@ class CypherGraphWrites:
         """MERGE the EncodedBy edges in one query; ids of a missing engram or cue are a no-op."""
         ids = list(dict.fromkeys(cue_ids))
         if ids:
-            self.graph.q(
+            self.graph.write(
                 "MATCH (e:Engram {user: $user, id: $engram_id}) UNWIND $ids AS cue_id "
                 "MATCH (c:Cue {user: $user, id: cue_id}) MERGE (e)-[:EncodedBy]->(c)",
                 engram_id=engram_id,
@@ -134,7 +186,7 @@ class CypherGraphWrites:
                 unique.setdefault(pair["engram"], []).append(pair["cue"])
         rows = [{"engram": e, "cues": ids} for e, ids in unique.items()]
         if rows:
-            self.graph.q(
+            self.graph.write(
                 "UNWIND $rows AS row MATCH (e:Engram {user: $user, id: row.engram}) "
                 "UNWIND row.cues AS cue_id MATCH (c:Cue {user: $user, id: cue_id}) "
                 "MERGE (e)-[:EncodedBy]->(c)",
@@ -157,8 +209,8 @@ class CypherGraphWrites:
         rows = self._seek_first(_PAIR_ENDS, body, rows, replace=bool(replace))
         if not rows:
             return
-        self._merge_cues({row[end]: (new_id(), "keyword") for row in rows for end in ("a", "b")})
-        self.graph.q(
+        self._merge_missing_cues({row[end]: (new_id(), "keyword") for row in rows for end in ("a", "b")})
+        self.graph.write(
             "UNWIND $rows AS row "
             f"MATCH (a:Cue {{user: $user, name: row.a}}), (b:Cue {{user: $user, name: row.b}}) {body}",
             rows=rows,
@@ -173,14 +225,14 @@ class CypherGraphWrites:
             return
         rows = [{"a": a, "b": b, "w": w} for (a, b), w in merged.items()]
         edge = "MATCH (a:Cue {user: $user, name: row.a})-[r:CoOccurs]-(b:Cue {user: $user, name: row.b}) "
-        self.graph.q(f"UNWIND $rows AS row {edge}SET r.strength = r.strength - row.w", rows=rows)
-        self.graph.q(
+        self.graph.write(f"UNWIND $rows AS row {edge}SET r.strength = r.strength - row.w", rows=rows)
+        self.graph.write(
             f"UNWIND $rows AS row {edge}WHERE r.strength <= $spent DELETE r", rows=rows, spent=SPENT_STRENGTH
         )
 
     def delete_relations_of(self, engram_id: str) -> None:
         """The RelatesTo facts recorded with this engram's id."""
-        self.graph.q(f"{RELATIONS_BY_ENGRAM} = $engram_id {RELATION_ENDS} DELETE r", engram_id=engram_id)
+        self.graph.write(f"{RELATIONS_BY_ENGRAM} = $engram_id {RELATION_ENDS} DELETE r", engram_id=engram_id)
 
     def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
         """RelatesTo edges by cue name, idempotent; cues it creates get ``cue_type``. Two queries.
@@ -203,8 +255,10 @@ class CypherGraphWrites:
             )
         if not rows:
             return
-        self._merge_cues({n: (new_id(), cue_type) for row in rows.values() for n in (row["a"], row["b"])})
-        self.graph.q(
+        self._merge_missing_cues(
+            {n: (new_id(), cue_type) for row in rows.values() for n in (row["a"], row["b"])}
+        )
+        self.graph.write(
             "UNWIND $rows AS row "
             "MATCH (a:Cue {user: $user, name: row.a}), (b:Cue {user: $user, name: row.b}) "
             "MERGE (a)-[r:RelatesTo {relation: row.relation, engram_id: row.engram_id}]->(b) "
@@ -240,7 +294,7 @@ class CypherGraphWrites:
             ],
         )
         if rows:
-            self.graph.q(
+            self.graph.write(
                 "UNWIND $rows AS row MATCH (a:Engram {user: $user, id: row.source}), "
                 f"(b:Engram {{user: $user, id: row.target}}) {body}",
                 rows=rows,

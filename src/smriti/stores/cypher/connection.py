@@ -5,21 +5,34 @@ how a query is sent, how a vector parameter is written, and the index DDL and qu
 procedures. Everything else of :class:`~smriti.stores.cypher.CypherGraphStore` is shared
 and reaches the database only through :class:`UserGraph`, which binds ``$user`` to every
 query (the tenant wall every Cypher query keeps, whatever the isolation mode).
+
+A database without multi-statement transactions (FalkorDB) still makes a store atomic: inside
+:meth:`UserGraph.batch` the writes sent through :meth:`UserGraph.write` are queued and handed
+to :meth:`CypherConnection.run_atomically` together at its end (FalkorDB: one MULTI/EXEC; Neo4j:
+one transaction). Reads inside a batch see the graph as it was before it, never its own writes.
 """
 
 from __future__ import annotations
 
+import re
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
-from smriti.stores.base import EmbeddingMismatchError
+from smriti.stores.base import EmbeddingMismatchError, StoreError
 from smriti.stores.cypher.nodes import NodeIds
 from smriti.stores.cypher.rows import floats
 from smriti.stores.migrations import Migration
 
 # The user's engrams, counted (what a database that keeps no count answers with).
 ENGRAM_COUNT = "MATCH (e:Engram {user: $user}) RETURN count(e) AS n"
+# A clause that writes (the query texts are constants of this package, keywords in capitals).
+_WRITE_CLAUSE = re.compile(r"\b(?:CREATE|MERGE|SET|DELETE|REMOVE)\b")
+
+# One queued write: its query and its parameters ($user bound).
+Statement = tuple[str, dict[str, Any]]
 
 
 class EmbeddingJoin(NamedTuple):
@@ -52,6 +65,16 @@ class CypherConnection(ABC):
     @abstractmethod
     def run(self, query: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Run one parameterised query and return its rows as dicts keyed by column name."""
+
+    @abstractmethod
+    def run_atomically(self, statements: Sequence[Statement]) -> None:
+        """Run the write queries in order so that all of them take effect or none does, and
+        nothing else runs between them (a write batch: see :meth:`UserGraph.batch`).
+
+        Raises:
+            StoreError: the database failed or could not be reached; when the batch's fate is
+                unknown (the connection dropped after it was sent) the message says so.
+        """
 
     @abstractmethod
     def close(self) -> None:
@@ -161,15 +184,56 @@ class UserGraph:
         # The node ids an import has seen (see .nodes): set only around an import, and only on
         # a database with seekable node ids (CypherConnection.node_id); None otherwise.
         self.nodes: NodeIds | None = None
+        # The writes queued by the calling thread's open batch (another thread's reads and
+        # writes, a recall's reinforcement, go straight to the database).
+        self._local = threading.local()
 
     @property
     def backend(self) -> str:
         return self.connection.backend
 
     def q(self, query: str, **params: Any) -> list[dict[str, Any]]:
-        """Run ``query`` with ``$user`` always bound to this user."""
+        """Run ``query`` with ``$user`` always bound to this user.
+
+        Raises:
+            StoreError: ``query`` writes and a batch is open: a write whose rows are needed
+                cannot wait for the batch's end (an internal error, caught by the tests).
+        """
+        if self.batching and _WRITE_CLAUSE.search(query):
+            raise StoreError("internal error: a write that returns rows was run inside a write batch")
         params["user"] = self.user
         return self.connection.run(query, params)
+
+    def write(self, query: str, **params: Any) -> None:
+        """Run the write ``query`` (``$user`` bound) now, or at the end of the open batch."""
+        params["user"] = self.user
+        queued: list[Statement] | None = getattr(self._local, "queued", None)
+        if queued is None:
+            self.connection.run(query, params)
+        else:
+            queued.append((query, params))
+
+    @property
+    def batching(self) -> bool:
+        """True while the calling thread has a batch open."""
+        return getattr(self._local, "queued", None) is not None
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Queue the calling thread's :meth:`write` calls and run them atomically at the end
+        (:meth:`CypherConnection.run_atomically`); an error inside drops them all. Nested
+        batches join the outer one."""
+        if self.batching:
+            yield
+            return
+        self._local.queued = []
+        try:
+            yield
+            queued: list[Statement] = self._local.queued
+        finally:
+            self._local.queued = None
+        if queued:
+            self.connection.run_atomically(queued)
 
     def vector_literal(self, param: str) -> str:
         return self.connection.vector_literal(param)

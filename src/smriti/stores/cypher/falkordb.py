@@ -56,7 +56,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from smriti.stores.base import StoreError, validate_user_name
-from smriti.stores.cypher.connection import CypherConnection, EmbeddingJoin, UserGraph
+from smriti.stores.cypher.connection import CypherConnection, EmbeddingJoin, Statement, UserGraph
+from smriti.stores.cypher.falkor_exec import Durability, run_transaction
 from smriti.stores.cypher.falkor_params import Vector32, params_header, refuse_nul
 from smriti.stores.cypher.store import CypherGraphStore
 from smriti.stores.migrations import Migration
@@ -140,15 +141,41 @@ def _connect(settings: Settings) -> tuple[Any, str]:
         if "://" in addr:
             kwargs = {"password": password} if password else {}
             return falkordb.FalkorDB.from_url(addr, **kwargs), addr.split("@")[-1]
-        host, _, port = addr.rpartition(":")
-        host = host.strip("[]")  # "[::1]:6379"
-        if not host or not port.isdigit():
+        nodes = [_host_port(part) for part in addr.split(",") if part.strip()]
+        if not nodes:
             raise StoreError(f"FALKOR_ADDR={addr!r} is not host:port (e.g. localhost:6379)")
-        # The client talks to the server while it is constructed (sentinel/cluster probe).
-        client = falkordb.FalkorDB(host=host, port=int(port), password=password, socket_connect_timeout=10)
-        return client, addr
+        return _first_answering(falkordb, nodes, password), addr
     except (RedisError, OSError, ValueError) as error:
         raise StoreError(f"cannot reach FalkorDB at FALKOR_ADDR={addr!r}: {error}") from error
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.strip().rpartition(":")
+    host = host.strip("[]")  # "[::1]:6379"
+    if not host or not port.isdigit():
+        raise StoreError(f"FALKOR_ADDR part {text.strip()!r} is not host:port (e.g. localhost:6379)")
+    return host, int(port)
+
+
+def _first_answering(falkordb: Any, nodes: list[tuple[str, int]], password: str | None) -> Any:
+    """A client of the first of ``nodes`` that answers. The client talks to the server while
+    it is constructed (its sentinel and cluster probe) and becomes a cluster client when the
+    server is a Redis Cluster node; every node listed is then a startup node, so a client can
+    start, and find the cluster again, while some of them are down (docs/cluster.md)."""
+    from redis.cluster import ClusterNode
+    from redis.exceptions import RedisError
+
+    startup = [ClusterNode(host, port) for host, port in nodes] if len(nodes) > 1 else None
+    failure: Exception | None = None
+    for host, port in nodes:
+        try:
+            return falkordb.FalkorDB(
+                host=host, port=port, password=password, socket_connect_timeout=10, startup_nodes=startup
+            )
+        except (RedisError, OSError) as error:
+            failure = error
+    assert failure is not None
+    raise failure
 
 
 def read_embedding_meta(settings: Settings, user: str) -> dict[str, str] | None:
@@ -195,10 +222,19 @@ class FalkorDBConnection(CypherConnection):
 
     backend = "falkordb"
 
-    def __init__(self, client: Any, graph_name: str, *, location: str, owns_client: bool = False) -> None:
+    def __init__(
+        self,
+        client: Any,
+        graph_name: str,
+        *,
+        location: str,
+        owns_client: bool = False,
+        durability: Durability | None = None,
+    ) -> None:
         self.client = client
         self.graph_name = graph_name
         self.location = location
+        self.durability = durability or Durability()
         self._graph = client.select_graph(graph_name)
         self._owns_client = owns_client
 
@@ -221,6 +257,21 @@ class FalkorDBConnection(CypherConnection):
             raise StoreError(f"FalkorDB query failed on graph {self.graph_name!r}: {error}") from error
         names = [column[1] for column in result.header]
         return [dict(zip(names, row, strict=True)) for row in result.result_set]
+
+    def run_atomically(self, statements: Sequence[Statement]) -> None:
+        """One MULTI/EXEC of the statements' GRAPH.QUERY commands (``falkor_exec``), then WAIT
+        for FALKOR_WAIT_REPLICAS replicas when set."""
+        commands = []
+        for query, params in statements:
+            header = params_header(params) if params else ""
+            if header is None:  # a value the fast form cannot carry: the client's own encoding
+                refuse_nul(params)
+                header = self._graph._build_params_header(dict(params))
+            commands.append(("GRAPH.QUERY", self.graph_name, header + query, "--compact"))
+        try:
+            run_transaction(self.client.connection, self.graph_name, commands, self.durability)
+        except StoreError as error:
+            raise StoreError(f"{error} ({self.location})") from error
 
     def close(self) -> None:
         if self._owns_client:
@@ -468,10 +519,13 @@ class FalkorDBStore(CypherGraphStore):
         isolation: str,
         location: str,
         owns_client: bool = False,
+        durability: Durability | None = None,
     ) -> None:
         self.client = client
         self.graph_name = graph_name
-        connection = FalkorDBConnection(client, graph_name, location=location, owns_client=owns_client)
+        connection = FalkorDBConnection(
+            client, graph_name, location=location, owns_client=owns_client, durability=durability
+        )
         super().__init__(connection, user=user, dims=dims, isolation=isolation)
 
     @contextmanager
@@ -541,6 +595,9 @@ def open_falkordb(settings: Settings, user: str, *, client: Any = None) -> Falko
             isolation=settings.falkor_isolation,
             location=location,
             owns_client=owns,
+            durability=Durability(
+                settings.falkor_wait_replicas, settings.falkor_wait_ms, settings.falkor_failover_seconds
+            ),
         )
     except Exception:
         if owns:

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from smriti.stores.base import StoreError, UnsafeUserError, validate_user_name
-from smriti.stores.cypher.connection import CypherConnection
+from smriti.stores.cypher.connection import CypherConnection, Statement
 from smriti.stores.cypher.store import CypherGraphStore
 
 if TYPE_CHECKING:
@@ -131,6 +131,14 @@ class Neo4jConnection(CypherConnection):
             return rows
 
     @_with_retries
+    def _run_all_once(self, statements: Sequence[Statement], database: str) -> None:
+        # A write batch (UserGraph.batch): every statement in one transaction, committed once.
+        with self.driver.session(database=database) as session, session.begin_transaction() as tx:
+            for query, params in statements:
+                tx.run(query, dict(params)).consume()
+            tx.commit()
+
+    @_with_retries
     def _autocommit_once(self, query: str, params: Mapping[str, Any], database: str) -> list[dict[str, Any]]:
         with self.driver.session(database=database) as session:
             return session.run(query, dict(params)).data()
@@ -155,6 +163,15 @@ class Neo4jConnection(CypherConnection):
 
     def run(self, query: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         return self._call(self._run_once, query, params)
+
+    def run_atomically(self, statements: Sequence[Statement]) -> None:
+        """The statements in one explicit transaction: all are committed, or none."""
+
+        def runner(_query: str, _params: Mapping[str, Any], database: str) -> list[dict[str, Any]]:
+            self._run_all_once(statements, database)
+            return []
+
+        self._call(runner, "", None)
 
     def run_autocommit(self, query: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Schema commands (and db.awaitIndex) must run outside explicit transactions."""

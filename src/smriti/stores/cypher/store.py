@@ -99,6 +99,14 @@ class CypherGraphStore(StoreBase):
     # shared: several Smriti processes may serve one database (see Capabilities.shared).
     capabilities = Capabilities(vector_index=True, fulltext=True, shared=True)
 
+    # The collaborators, made in __init__ (declared here: handed() checks the names).
+    connection: CypherConnection
+    graph: UserGraph
+    reads: CypherGraphReads
+    writes: CypherGraphWrites
+    cue_fields: CypherCueFields
+    search: CypherSearch
+
     # Protocol methods one collaborator carries out alone: the collaborator's own method,
     # bound to it when read (no forwarding call; see stores/operations.py).
     close = handed("connection", CypherConnection.close)
@@ -116,11 +124,15 @@ class CypherGraphStore(StoreBase):
     all_associations = handed("reads", CypherGraphReads.all_associations)
     upsert_cues = handed("writes", CypherGraphWrites.upsert_cues)
     link_cue_ids = handed("writes", CypherGraphWrites.link_cue_ids)
+    link_cues = handed("writes", CypherGraphWrites.link_cues)
     link_many = handed("writes", CypherGraphWrites.link_many)
     add_cooccurrences = handed("writes", CypherGraphWrites.add_cooccurrences)
     weaken_cooccurrences = handed("writes", CypherGraphWrites.weaken_cooccurrences)
     add_relations = handed("writes", CypherGraphWrites.add_relations)
     associate_many = handed("writes", CypherGraphWrites.associate_many)
+    # A store's writes, queued and sent together at the end: FalkorDB runs them as one
+    # MULTI/EXEC, Neo4j as one transaction; reads inside see the graph as it was before.
+    write_batch = handed("graph", UserGraph.batch)
     vector_search = handed("search", CypherSearch.vector_search)
     fulltext_search = handed("search", CypherSearch.fulltext_search)
 
@@ -171,7 +183,7 @@ class CypherGraphStore(StoreBase):
         return rows[0]["value"] if rows else None
 
     def set_meta(self, key: str, value: str) -> None:
-        self.graph.q(
+        self.graph.write(
             "MERGE (m:Meta {user: $user, key: $key}) SET m.value = $value", key=key, value=str(value)
         )
 
@@ -184,7 +196,7 @@ class CypherGraphStore(StoreBase):
         return {row["key"]: row["value"] for row in rows}
 
     def delete_meta(self, key: str) -> None:
-        self.graph.q("MATCH (m:Meta {user: $user, key: $key}) DELETE m", key=key)
+        self.graph.write("MATCH (m:Meta {user: $user, key: $key}) DELETE m", key=key)
 
     # -- engrams ------------------------------------------------------------------------------
     def create_engram(self, engram: Engram) -> None:
@@ -219,7 +231,7 @@ class CypherGraphStore(StoreBase):
             nodes.remember("Engram", "id", created[0]["made"] if created else [])
             return
         tally = connection.engram_tally("n")
-        self.graph.q(query + (f" WITH count(e) AS n {tally}" if tally else ""), rows=rows)
+        self.graph.write(query + (f" WITH count(e) AS n {tally}" if tally else ""), rows=rows)
 
     def get_engrams(self, ids: Sequence[str]) -> list[Engram]:
         if not ids:
@@ -304,12 +316,13 @@ class CypherGraphStore(StoreBase):
             return 0
         # Decay and clustering update thousands of engrams without touching their text.
         texts = any(set(SEARCHED_FIELDS) & set(fields) for fields in updates.values())
-        result = self.graph.q(
-            "UNWIND $rows AS row MATCH (e:Engram {user: $user, id: row.id}) SET e += row.props "
-            + (self.graph.connection.searchable_text("e") if texts else "")
-            + " RETURN count(e) AS n",
-            rows=rows,
+        query = "UNWIND $rows AS row MATCH (e:Engram {user: $user, id: row.id}) SET e += row.props " + (
+            self.graph.connection.searchable_text("e") if texts else ""
         )
+        if self.graph.batching:  # sent at the batch's end: the rows asked for count as changed
+            self.graph.write(query, rows=rows)
+            return len(rows)
+        result = self.graph.q(query + " RETURN count(e) AS n", rows=rows)
         return int(result[0]["n"]) if result else 0
 
     def reinforce(self, ids: Sequence[str], at: datetime, boost: float) -> dict[str, tuple[int, float]]:
@@ -349,7 +362,9 @@ class CypherGraphStore(StoreBase):
 
     def unlink_engram(self, engram_id: str) -> None:
         """Its EncodedBy edges and the RelatesTo facts it recorded; the engram stays."""
-        self.graph.q("MATCH (e:Engram {user: $user, id: $id})-[r:EncodedBy]->(:Cue) DELETE r", id=engram_id)
+        self.graph.write(
+            "MATCH (e:Engram {user: $user, id: $id})-[r:EncodedBy]->(:Cue) DELETE r", id=engram_id
+        )
         self.writes.delete_relations_of(engram_id)
 
     def superseded_ids(self, engram_id: str) -> list[str]:

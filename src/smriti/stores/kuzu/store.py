@@ -105,6 +105,14 @@ class KuzuStore(StoreBase):
         EmbeddingMismatchError: the file holds embeddings of another dimension.
     """
 
+    # The collaborators, made in __init__ (declared here: handed() checks the names).
+    db: Connection
+    index: SearchIndex
+    engrams: EngramTable
+    reads: GraphReads
+    writes: GraphWrites
+    cue_fields: CueFields
+
     # Protocol methods one collaborator carries out alone: the collaborator's own method,
     # bound to it when read (no forwarding call; see stores/operations.py).
     get_engrams = handed("engrams", EngramTable.get)

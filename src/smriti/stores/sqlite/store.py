@@ -98,6 +98,12 @@ class SqliteStore(StoreBase):
     # FTS5 is always there; the vector "index" is the in-memory cache of stores.search.
     capabilities = Capabilities(vector_index=False, fulltext=True)
 
+    # The collaborators, made in __init__ (declared here: handed() checks the names).
+    db: Database
+    index: SearchIndex
+    engrams: EngramTable
+    graph: Graph
+
     # Protocol methods one collaborator carries out alone: the collaborator's own method,
     # bound to it when read (no forwarding call; see stores/operations.py).
     warm = handed("index", SearchIndex.warm)

@@ -1,0 +1,177 @@
+"""A FalkorDB write batch as one Redis transaction, on one server or on a Redis Cluster.
+
+FalkorDB has no multi-statement transactions, but Redis runs ``MULTI`` ... ``EXEC`` as one
+unit: no other command runs between the queued ``GRAPH.QUERY`` commands, and the append-only
+file and the replicas receive them as one block (a crash while the block is being written
+leaves none of it: Redis drops an unfinished ``MULTI`` when it loads the file). A store's
+writes therefore take effect together or not at all, where they used to land one query at a
+time (a server killed during a store left an engram without its cue links).
+
+What ``EXEC`` does not do is roll back: a query that fails *while* the block runs leaves the
+others applied. Only an error the server reports for a query it cannot even queue aborts the
+whole block. The store's queries are constants of this package, exercised by the tests, so a
+failure there is a bug; it is reported as such (:class:`StoreError`), never hidden.
+
+On a cluster the block goes to the primary holding the graph's key (one key, so one slot).
+While that shard fails over, the node answers ``MOVED``/``TRYAGAIN``/``CLUSTERDOWN`` or
+refuses connections; nothing was applied then, so the block is sent again to the new primary
+once the cluster says who it is, for up to FALKOR_FAILOVER_SECONDS. A connection lost after the
+block was sent is never retried: it may have been applied (the caller's retry then finds the
+whole memory, see ``nodes/encode.py``'s dedupe).
+
+Durability: with FALKOR_WAIT_REPLICAS > 0 the same connection then sends ``WAIT n ms`` (Redis
+counts the replicas that received this connection's writes), and a store fewer replicas
+confirmed in time fails, so an acknowledged store is on that many replicas as well.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from smriti.stores.base import StoreError
+
+log = logging.getLogger(__name__)
+
+# The pause between attempts while a shard fails over grows to this (seconds).
+MAX_RETRY_PAUSE = 0.5
+
+
+class Durability(NamedTuple):
+    """When a write batch counts as done (see the module docstring).
+
+    Attributes:
+        replicas: replicas that must confirm it (``WAIT``); 0: the primary's answer suffices.
+        wait_ms: how long to wait for them.
+        failover_seconds: how long a cluster's batch is retried while its shard has no primary.
+    """
+
+    replicas: int = 0
+    wait_ms: int = 1000
+    failover_seconds: float = 10.0
+
+
+class _NotApplied(Exception):
+    """The batch certainly did not run (refused connection, MOVED before EXEC): safe to resend."""
+
+
+def is_cluster(client: Any) -> bool:
+    """True when ``client`` (a FalkorDB client's ``connection``) is a redis-py RedisCluster."""
+    from redis.cluster import RedisCluster
+
+    return isinstance(client, RedisCluster)
+
+
+def run_transaction(
+    client: Any, key: str, commands: Sequence[tuple[Any, ...]], durability: Durability
+) -> list[Any]:
+    """Send ``commands`` (all on ``key``) as one MULTI/EXEC and return EXEC's replies.
+
+    Args:
+        client: a ``redis.Redis`` or a ``redis.cluster.RedisCluster``.
+        key: the key every command touches (the graph), which picks the cluster node.
+        commands: the commands, each as its arguments.
+        durability: replicas to wait for, and how long to retry during a failover.
+
+    Raises:
+        StoreError: the server could not be reached, refused the batch, failed a query of it,
+            or fewer replicas than asked confirmed it (the message says whether it was applied).
+    """
+    cluster = is_cluster(client)
+    deadline = time.monotonic() + (durability.failover_seconds if cluster else 0.0)
+    pause = 0.05
+    while True:
+        node = client.get_redis_connection(client.get_node_from_key(key)) if cluster else client
+        try:
+            return _transaction_on(node, commands, durability)
+        except _NotApplied as error:
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"FalkorDB is unreachable: {error.__cause__ or error}; nothing was written"
+                ) from error
+            log.info("FalkorDB write batch not applied (%s): retrying on the cluster's new view", error)
+            time.sleep(pause)
+            pause = min(pause * 2, MAX_RETRY_PAUSE)
+            _refresh(client)
+
+
+def _refresh(cluster: Any) -> None:
+    """Ask the cluster again which node serves which slots (a replica may have been promoted)."""
+    from redis.exceptions import RedisError
+
+    try:
+        cluster.nodes_manager.initialize()
+    except (RedisError, OSError) as error:  # every node it knows may be restarting: next round
+        log.info("FalkorDB cluster view not refreshed yet: %s", error)
+
+
+def _transaction_on(node: Any, commands: Sequence[tuple[Any, ...]], durability: Durability) -> list[Any]:
+    """MULTI, the commands, EXEC (and WAIT) on one pooled connection of ``node``."""
+    from redis.exceptions import AskError, ClusterDownError, MovedError, RedisError, TryAgainError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    redirected = (MovedError, AskError, TryAgainError, ClusterDownError)
+    lost = (RedisConnectionError, RedisTimeoutError, OSError)
+    pool = node.connection_pool
+    connection = pool.get_connection()
+    try:
+        try:
+            connection.connect()
+            connection.send_packed_command(connection.pack_commands([("MULTI",), *commands, ("EXEC",)]))
+        except lost as error:
+            # Not all of the block reached the server (EXEC is its last bytes): it runs nothing.
+            raise _NotApplied("the connection failed before the batch was sent") from error
+        try:
+            connection.read_response()  # MULTI: OK
+            refused: list[Exception] = []
+            for _ in commands:
+                try:
+                    connection.read_response()  # QUEUED
+                except RedisError as error:
+                    refused.append(error)
+            try:
+                replies = connection.read_response()
+            except RedisError as error:  # EXECABORT: nothing ran
+                if refused and all(isinstance(e, redirected) for e in refused):
+                    raise _NotApplied(str(refused[0])) from refused[0]
+                raise StoreError(
+                    f"FalkorDB refused the write batch: {refused[0] if refused else error}"
+                ) from error
+        except lost as error:
+            raise StoreError(
+                f"FalkorDB connection lost while the write batch ran ({error}): it may or may not be written"
+            ) from error
+        failed = [reply for reply in replies if isinstance(reply, Exception)]
+        if failed:
+            raise StoreError(
+                f"a FalkorDB query of a write batch failed (the others were applied): {failed[0]}"
+            )
+        if durability.replicas:
+            _wait_for_replicas(connection, durability)
+        return list(replies)
+    except BaseException:
+        connection.disconnect()  # an unread reply must not reach the next user of the connection
+        raise
+    finally:
+        pool.release(connection)
+
+
+def _wait_for_replicas(connection: Any, durability: Durability) -> None:
+    """WAIT on the connection that wrote: Redis counts replicas that have this client's writes."""
+    from redis.exceptions import RedisError
+
+    try:
+        connection.send_command("WAIT", durability.replicas, durability.wait_ms)
+        confirmed = int(connection.read_response())
+    except (RedisError, OSError) as error:
+        raise StoreError(
+            f"written on the FalkorDB primary, but its replicas could not be asked: {error}"
+        ) from error
+    if confirmed < durability.replicas:
+        raise StoreError(
+            f"written on the FalkorDB primary, but {confirmed} of {durability.replicas} replica(s) confirmed "
+            f"it within {durability.wait_ms} ms (FALKOR_WAIT_REPLICAS): lost if the primary fails now"
+        )
