@@ -198,3 +198,23 @@ def test_a_candidate_copy_is_shallow_and_carries_every_field():
         assert getattr(copied, spec.name) is getattr(original, spec.name), spec.name
     copied.score = 0.9
     assert original.score == 0.5
+
+
+def test_a_lexical_embedder_fuses_text_first_unless_the_user_set_the_weights(settings):
+    from smriti.nodes.scoring import LEXICAL_FUSION_WEIGHTS, build_fusion
+
+    semantic = build_fusion(settings)
+    assert {b: semantic.weights[b] for b in FUSION_WEIGHTS} == FUSION_WEIGHTS
+    lexical = build_fusion(settings, lexical=True)
+    assert {b: lexical.weights[b] for b in LEXICAL_FUSION_WEIGHTS} == LEXICAL_FUSION_WEIGHTS
+    assert lexical.weights["text"] > lexical.weights["similarity"]
+    chosen = build_fusion(settings.model_copy(update={"fusion_weight_text": 0.9}), lexical=True)
+    assert chosen.weights["text"] == 0.9  # what the user set wins
+    assert chosen.weights["similarity"] == LEXICAL_FUSION_WEIGHTS["similarity"]
+
+
+def test_the_hashing_embedder_is_lexical_and_the_context_fuses_accordingly(make_context):
+    from smriti.nodes.scoring import LEXICAL_FUSION_WEIGHTS
+
+    context = make_context()  # the tests' default embedder: hashing
+    assert context.fusion.weights["text"] == LEXICAL_FUSION_WEIGHTS["text"]

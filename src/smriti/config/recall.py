@@ -52,8 +52,9 @@ class RecallSettings(Section):
         default=0.5,
         ge=0,
         description=(
-            "rank-fusion weight of vector search (the highest: chosen on turns, notes and passages at once; "
-            "bench/shapes.py)"
+            "rank-fusion weight of vector search (the highest: chosen on turns, notes and passages at once, "
+            "bench/shapes.py; with the offline hashing embedder, whose vectors are words, the unset "
+            "FUSION_WEIGHT_* are text-led instead: 0.3 similarity, 0.5 text, 0.2 cue)"
         ),
     )
     fusion_weight_text: float = Field(default=0.3, ge=0, description="rank-fusion weight of full-text search")

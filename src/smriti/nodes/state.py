@@ -126,7 +126,8 @@ class MemoryContext:
         built = self._fusion
         if built is None or built[0] is not self.settings:
             model = shipped_model() if self.settings.fusion == "learned" else None
-            built = self._fusion = (self.settings, build_fusion(self.settings, model))
+            lexical = bool(getattr(self.embedder, "lexical", False))  # the hashing embedder
+            built = self._fusion = (self.settings, build_fusion(self.settings, model, lexical))
         return built[1]
 
     def close(self) -> None:

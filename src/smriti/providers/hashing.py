@@ -32,6 +32,9 @@ class HashingEmbeddings(Embeddings):
     """
 
     model = "smriti-hashing-v1"
+    # Its vectors are words, not meaning: recall fuses its branches as for a second keyword
+    # search (nodes/scoring.py, LEXICAL_FUSION_WEIGHTS).
+    lexical = True
 
     def __init__(self, dims: int = 1536) -> None:
         if dims < 8:
