@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from smriti.pipelines.pipeline import Pipeline
 
 
+FULL_ID_LENGTH = 36  # a uuid's text
 MIN_ID_PREFIX = 4  # characters of an id that `smriti forget` accepts as its start
 # A question with a time, a name and common words, so that :meth:`Memory.rehearse` runs every
 # branch of recall (cues, keywords, vectors, the time window).
@@ -264,6 +265,8 @@ class Memory(MemoryFacade):
             raise InvalidInput(f"give at least {MIN_ID_PREFIX} characters of the memory id, not {prefix!r}")
         matches = [state.id for state in store.engram_states() if state.id.startswith(prefix)]
         if not matches:
+            if len(prefix) >= FULL_ID_LENGTH:  # a whole id: say so, not "starting"
+                raise NotFound(f"no memory with id {prefix!r}")
             raise NotFound(f"no memory with an id starting {prefix!r}")
         if len(matches) > 1:
             shown = ", ".join(sorted(matches)[:5])
