@@ -131,3 +131,14 @@ def test_a_message_over_the_limit_gets_the_same_plain_error_in_both_modes(setup)
     assert len(got) == 1 and got[0]["error"]["code"] == -32600, got
     assert got[0]["error"]["message"].endswith("a message may be at most 4,194,304 bytes (4 MiB)")
     assert server.request(41, "ping")["result"] == {}
+
+
+def test_line_splitter_joins_lines_cut_across_chunks_and_keeps_the_unfinished_rest():
+    from smriti.server.wire import LineSplitter
+
+    splitter = LineSplitter()
+    assert splitter.feed(b'{"a"') == []
+    assert splitter.feed(b':1}\n{"b":2}\n\n{"c"') == [b'{"a":1}\n', b'{"b":2}\n', b"\n"]
+    assert splitter.feed(b":3") == []
+    assert splitter.rest() == b'{"c":3'
+    assert splitter.feed(b"}\n") == [b'{"c":3}\n'] and splitter.rest() == b""

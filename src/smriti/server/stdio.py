@@ -29,7 +29,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse, jsonrpc_message_adapter
 from pydantic import ValidationError
 
-from smriti.server.wire import Line, Wire
+from smriti.server.wire import Line, LineSplitter, Wire
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -116,20 +116,16 @@ class SocketWriter:
 
 async def socket_lines(stream: anyio.abc.ByteReceiveStream) -> AsyncIterator[bytes]:
     """The newline-terminated lines received on ``stream`` (an unfinished last one too)."""
-    partial: list[bytes] = []
+    splitter = LineSplitter()
     while True:
         try:
             chunk = await stream.receive()
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             break
-        *complete, rest = chunk.split(b"\n")
-        for piece in complete:
-            yield b"".join([*partial, piece, b"\n"])
-            partial = []
-        if rest:
-            partial.append(rest)
-    if partial:
-        yield b"".join(partial)
+        for line in splitter.feed(chunk):
+            yield line
+    if rest := splitter.rest():
+        yield rest
 
 
 @asynccontextmanager

@@ -332,3 +332,27 @@ def _replace_surrogates(value: Any) -> Any:
     if isinstance(value, dict):
         return {_replace_surrogates(key): _replace_surrogates(item) for key, item in value.items()}
     return value
+
+
+class LineSplitter:
+    """Bytes as they arrive -> the newline-terminated lines in them. What a chunk leaves
+    unterminated waits for the next one; :meth:`rest` is what is left at the end of input (the
+    relay's stdin, its socket to the shared server and the server's lines socket all read so)."""
+
+    def __init__(self) -> None:
+        self._partial: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines ``chunk`` completes, each with its newline."""
+        *complete, rest = chunk.split(b"\n")
+        lines = []
+        for piece in complete:
+            lines.append(b"".join([*self._partial, piece, b"\n"]))
+            self._partial = []
+        if rest:
+            self._partial.append(rest)
+        return lines
+
+    def rest(self) -> bytes:
+        """The unfinished last line (b"" when input ended on a newline)."""
+        return b"".join(self._partial)

@@ -62,7 +62,7 @@ from smriti.server.shared.client import (
     shared_paths,
 )
 from smriti.server.shared.kept import KeptAnswers, reply_line
-from smriti.server.wire import readable_id
+from smriti.server.wire import LineSplitter, readable_id
 
 logger = logging.getLogger("smriti.server.shared.relay")
 
@@ -133,7 +133,7 @@ def pass_on(line: Line) -> dict[str, Any] | None:
 
 def _lines(fd: int) -> Iterator[bytes]:
     """The lines read from ``fd`` (each with its newline; an unfinished last one too)."""
-    partial: list[bytes] = []
+    splitter = LineSplitter()
     while True:
         try:
             chunk = os.read(fd, _READ_CHUNK)
@@ -141,14 +141,9 @@ def _lines(fd: int) -> Iterator[bytes]:
             chunk = b""
         if not chunk:
             break
-        *complete, rest = chunk.split(b"\n")
-        for piece in complete:
-            yield b"".join([*partial, piece, b"\n"])
-            partial = []
-        if rest:
-            partial.append(rest)
-    if partial:
-        yield b"".join(partial) + b"\n"
+        yield from splitter.feed(chunk)
+    if rest := splitter.rest():
+        yield rest + b"\n"
 
 
 def _dumps(message: dict[str, Any]) -> bytes:
@@ -523,7 +518,8 @@ def _exit_if_settings_refused() -> None:
 
 
 def _socket_lines(sock: socket.socket) -> Iterator[bytes]:
-    partial: list[bytes] = []
+    """The whole lines the shared server sends (an unfinished one at the end is dropped)."""
+    splitter = LineSplitter()
     while True:
         try:
             chunk = sock.recv(_READ_CHUNK)
@@ -531,12 +527,7 @@ def _socket_lines(sock: socket.socket) -> Iterator[bytes]:
             break
         if not chunk:
             break
-        *complete, rest = chunk.split(b"\n")
-        for piece in complete:
-            yield b"".join([*partial, piece, b"\n"])
-            partial = []
-        if rest:
-            partial.append(rest)
+        yield from splitter.feed(chunk)
 
 
 def _claim_stdin() -> int:
