@@ -74,28 +74,46 @@ class FalkorProcess:
         return redis.Redis(host="127.0.0.1", port=self.port, decode_responses=True, **kwargs)  # type: ignore[arg-type]
 
     def start(self) -> None:
-        """Start (or restart, on the same port and files) and wait until it answers PING."""
-        log = (self.folder / "server.log").open("ab")
-        self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.folder)
-        log.close()
+        """Start (or restart, on the same port and files) and wait until it answers PING.
+
+        A restart after kill -9 can find its port taken for a moment: the other tests of a
+        parallel run pick free ports too, and one may have been handed this one while it was
+        down. That start is tried again until START_SECONDS; any other exit is an error.
+        """
+        path = self.folder / "server.log"
         deadline = time.monotonic() + START_SECONDS
         client = self.client(socket_connect_timeout=0.5)
         try:
             while True:
-                try:
-                    if client.ping():
-                        return
-                except redis.exceptions.BusyLoadingError:
-                    pass  # loading its append-only file
-                except redis.exceptions.ConnectionError as error:
-                    if self.process.poll() is not None:
-                        log = (self.folder / "server.log").read_text()[-2000:]
-                        raise RuntimeError(f"FalkorDB exited: {log}") from error
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"FalkorDB on port {self.port} did not answer in {START_SECONDS} s")
-                time.sleep(0.02)
+                seen = path.stat().st_size if path.exists() else 0
+                with path.open("ab") as log:
+                    self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.folder)
+                if self._answers(client, deadline, path, seen):
+                    return
+                time.sleep(0.2)  # its port was taken: try again
         finally:
             client.close()
+
+    def _answers(self, client: redis.Redis, deadline: float, path: Path, seen: int) -> bool:
+        """True once PING answers; False if the process exited because its port was in use."""
+        assert self.process is not None
+        while True:
+            try:
+                if client.ping():
+                    return True
+            except redis.exceptions.BusyLoadingError:
+                pass  # loading its append-only file
+            except redis.exceptions.ConnectionError as error:
+                if self.process.poll() is not None:
+                    with path.open("rb") as log:
+                        log.seek(seen)
+                        said = log.read().decode(errors="replace")
+                    if "Address already in use" in said and time.monotonic() < deadline:
+                        return False
+                    raise RuntimeError(f"FalkorDB on port {self.port} exited: {said[-2000:]}") from error
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"FalkorDB on port {self.port} did not answer in {START_SECONDS} s")
+            time.sleep(0.02)
 
     def kill(self) -> None:
         """SIGKILL, and reap it."""

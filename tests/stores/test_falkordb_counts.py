@@ -200,20 +200,18 @@ def _until_gone(connection: FalkorDBConnection, kind: str) -> None:
         time.sleep(0.02)
 
 
-def _until_unanswered(connection: FalkorDBConnection, term: str) -> None:
-    """Wait until a full-text query through the dropped index answers nothing: FalkorDB lists the
-    index as gone a moment before its queries stop being served from it (seen under CI's load),
-    and only an empty answer is what a search can notice."""
+def _until_unanswered(connection: FalkorDBConnection, call: str, params: dict) -> None:
+    """Wait until a query through a dropped index answers nothing or fails: FalkorDB lists the
+    index as gone a moment before its queries stop being served from it (seen under CI's load, for
+    both kinds), and only an empty answer or an error is what a search can notice."""
     deadline = time.monotonic() + 10
     while True:
         try:
-            if not connection.run(
-                "CALL db.idx.fulltext.queryNodes('Engram', $q) YIELD node RETURN node.id", {"q": term}
-            ):
+            if not connection.run(call, params):
                 return
         except StoreError:
             return
-        assert time.monotonic() < deadline, "the dropped full-text index still answers"
+        assert time.monotonic() < deadline, f"the dropped index still answers {call!r}"
         time.sleep(0.02)
 
 
@@ -232,7 +230,9 @@ def test_a_search_through_an_index_dropped_meanwhile_falls_back_at_once(two_proc
     # fails; each is noticed and searched without the index, with the same hits.
     connection.run("CALL db.idx.fulltext.drop('Engram')")
     _until_gone(connection, "fulltext")
-    _until_unanswered(connection, "kafka")
+    _until_unanswered(
+        connection, "CALL db.idx.fulltext.queryNodes('Engram', $q) YIELD node RETURN node.id", {"q": "kafka"}
+    )
     assert [h.id for h in second.fulltext_search("kafka", 3)] == [h.id for h in keyword]
     assert second.search.indexes() == {"vector": True, "fulltext": False}
     first.search.indexes(refresh=True)  # first's "built" is a second old at most: not waited for
@@ -240,6 +240,8 @@ def test_a_search_through_an_index_dropped_meanwhile_falls_back_at_once(two_proc
     assert second.search.indexes() == {"vector": True, "fulltext": True}  # kept again
     connection.run("DROP VECTOR INDEX FOR (v:EngramVector) ON (v.embedding)")
     _until_gone(connection, "vector")
+    call, _ = connection.index_vector_call()
+    _until_unanswered(connection, f"{call} RETURN node.id", {"k": 3, "q": connection.vector_param(query)})
     assert [h.id for h in second.vector_search(query, 3)] == [h.id for h in through_index]
     assert second.search.indexes() == {"vector": False, "fulltext": True}
 
