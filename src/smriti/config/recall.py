@@ -138,13 +138,6 @@ class FocusSettings(Section):
     time_window_weight: float = Field(
         default=0.5, ge=0, le=1, description="relevance lost outside the time window the query names"
     )
-    exclusion_weight: float = Field(
-        default=0.5,
-        ge=0,
-        le=1,
-        description='relevance lost by memories about what the query leaves out ("other than ...")',
-    )
-    exclusion_strip: bool = Field(default=False, description="EXPERIMENT")
 
 
 class ScoringSettings(Section):

@@ -2,8 +2,8 @@
 
 In pipeline order:
 
-1. :func:`focus`: the parsed query's entity hints, the memory's subject, the intent, the time window
-   and what the query leaves out, as factors on relevance.
+1. :func:`focus`: the parsed query's entity hints, the memory's subject, the intent and time window
+   as factors on relevance.
 2. :func:`rerank`: the optional cross-encoder (``RERANKER``), before the shortlist, whose bounds
    it could otherwise break.
 3. :func:`current_only`: memories a newer one corrected are hidden (``include_superseded``
@@ -19,15 +19,13 @@ In pipeline order:
 **Query focus**: what the parsed query says beyond its words steers relevance.
 ``extract_query_cues`` yields the entities a question names (``entity_hints``), its ``intent`` and,
 when it names a time ("in May 2023", "last week", "yesterday"), a window. The direct branches
-only match words; this step turns the rest into five factors on each candidate's relevance:
+only match words; this step turns the rest into four factors on each candidate's relevance:
 
-    entity    = (1 - ENTITY_HINT_WEIGHT) + ENTITY_HINT_WEIGHT * share
-    subject   = 1 when the memory is about the one entity the query names, else 1 - SUBJECT_WEIGHT
-    intent    = 1 when the memory's type suits the intent, else 1 - INTENT_TYPE_WEIGHT
-    time      = 1 inside the window (or no window), else 1 - TIME_WINDOW_WEIGHT
-    exclusion = 1 - EXCLUSION_WEIGHT when the memory is about what the query leaves out
-                ("hobbies other than fixing cars": ``smriti/exclusion.py``), else 1
-    relevance' = relevance * entity * subject * intent * time * exclusion
+    entity  = (1 - ENTITY_HINT_WEIGHT) + ENTITY_HINT_WEIGHT * share
+    subject = 1 when the memory is about the one entity the query names, else 1 - SUBJECT_WEIGHT
+    intent  = 1 when the memory's type suits the intent, else 1 - INTENT_TYPE_WEIGHT
+    time    = 1 inside the window (or no window), else 1 - TIME_WINDOW_WEIGHT
+    relevance' = relevance * entity * subject * intent * time
 
 ``share`` is the idf-weighted share of the hinted entities that the memory is linked to as
 cues; only hints the graph knows count, so naming something unknown changes no score. Why
@@ -57,7 +55,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from smriti.errors import ProviderError
-from smriti.exclusion import excluded_terms, holds_excluded
 from smriti.nodes.candidates import memory_subject
 from smriti.nodes.graph_relations import MAX_PATHS, by_entity, entity_relations, relation_entry
 from smriti.nodes.scoring import hub_ceiling, idf, shortlist
@@ -124,40 +121,22 @@ def time_factor(moment: datetime, window: TimeWindow | None, weight: float) -> f
     return 1.0 if window is None or window.contains(moment) else 1.0 - weight
 
 
-def exclusion_factor(excluded: bool, weight: float) -> float:
-    """1 - weight when the memory is about what the query leaves out ("other than ..."), else 1."""
-    return 1.0 - weight if excluded else 1.0
-
-
 def focus_factors(
     candidate: Candidate,
     hints: Mapping[str, float],
     subject: tuple[str, str],
     intent: str,
     window: TimeWindow | None,
-    excluded: bool,
     settings: Any,
 ) -> dict[str, float]:
-    """The candidate's five factors (for ``explain``: ``focus_entity``, ``focus_subject``,
-    ``focus_intent``, ``focus_time``, ``focus_exclusion``); ``subject`` is (the memory's subject,
-    the one the query names); ``excluded``: it holds what the query leaves out."""
+    """The candidate's four factors (for ``explain``: ``focus_entity``, ``focus_subject``,
+    ``focus_intent``, ``focus_time``); ``subject`` is (the memory's subject, the one the query names)."""
     return {
         "entity": entity_factor(candidate.entities, hints, settings.entity_hint_weight),
         "subject": subject_factor(*subject, settings.subject_weight),
         "intent": intent_factor(candidate.memory_type, intent, settings.intent_type_weight),
         "time": time_factor(candidate.created_at, window, settings.time_window_weight),
-        "exclusion": exclusion_factor(excluded, settings.exclusion_weight),
     }
-
-
-def excluded_ids(candidates: Sequence[Candidate], query: str) -> set[str]:
-    """The candidates about what ``query`` leaves out; none when most candidates hold it (a
-    speaker's name in every turn of a chat: lowering all of them would change nothing but noise)."""
-    terms = excluded_terms(query)
-    if not terms:
-        return set()
-    found = {c.id for c in candidates if holds_excluded(c.text, terms)}
-    return found if 2 * len(found) <= len(candidates) else set()
 
 
 @traced
@@ -178,16 +157,11 @@ def focus(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
     if weights and context.settings.subject_weight > 0:
         subjects = {c.id: memory_subject(c.text, c.entities, c.entity_types) for c in everything}
     named = named_subject(weights, subjects.values())
-    excluded = (
-        excluded_ids(everything, state.get("query", "")) if context.settings.exclusion_weight > 0 else set()
-    )
     candidates = []
     for candidate in everything:
         item = candidate.copy()
         subject = (subjects.get(item.id, ""), named)
-        item.focus = focus_factors(
-            item, weights, subject, intent, window, item.id in excluded, context.settings
-        )
+        item.focus = focus_factors(item, weights, subject, intent, window, context.settings)
         for factor in item.focus.values():
             item.relevance *= factor
         candidates.append(item)
@@ -195,8 +169,7 @@ def focus(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
     return {
         "candidates": candidates,
         "_candidates": trace_scores(candidates),
-        "_notes": f"entities={sorted(weights)} subject={named or '-'} intent={intent} window={window} "
-        f"excluded={len(excluded)}",
+        "_notes": f"entities={sorted(weights)} subject={named or '-'} intent={intent} window={window}",
     }
 
 

@@ -16,7 +16,6 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from smriti.exclusion import without_exclusion
 from smriti.nodes.candidates import SIGNALS, load_candidates, query_vector, score_relevance
 from smriti.nodes.scoring import cue_score, hub_ceiling, idf, recency
 from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState, trace_scores, traced
@@ -74,18 +73,12 @@ def list_recent(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str
     }
 
 
-def searched_query(state: RecallState, context: MemoryContext) -> str:
-    """The query the branches search with: without what it leaves out ("other than ...")."""
-    query = state["query"]
-    return without_exclusion(query) if context.settings.exclusion_strip else query
-
-
 @traced
 def extract_query_cues(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Cues, entity hints and intent of the query (LLM when configured, else the heuristic)."""
     from smriti.providers.analysis import parse_query
 
-    data = parse_query(runtime.context.llm, searched_query(state, runtime.context)).model_dump()
+    data = parse_query(runtime.context.llm, state["query"]).model_dump()
     return {
         "parsed": data,
         "_notes": f"cues={data['cues']} entity_hints={data['entity_hints']} intent={data['intent']}",
@@ -170,9 +163,9 @@ def recognise(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
             "total": total,
             "hubs": hubs,
             "aliases": aliases,
-            "embedded_query": without_names(searched_query(state, context), hub_names)
+            "embedded_query": without_names(state["query"], hub_names)
             if context.settings.query_hub_names
-            else searched_query(state, context),
+            else state["query"],
         },
         "_notes": f"hubs={hubs} aliases={aliases}",
     }
@@ -252,7 +245,7 @@ def vector_only(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str
 def fulltext_search(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Keyword search (FTS index when built, else a scan); scores normalised to (0, 1]."""
     found = runtime.context.store.fulltext_search(
-        searched_query(state, runtime.context), candidate_pool(state["limit"]), state.get("memory_type")
+        state["query"], candidate_pool(state["limit"]), state.get("memory_type")
     )
     # A match on words nearly every memory holds (a speaker's name) scores ~0 (FTS5 floors
     # their idf near zero), yet rank fusion would credit it by its rank alone: rank 2 of 50.
