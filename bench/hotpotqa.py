@@ -74,7 +74,6 @@ PLAIN_BM25 = "BM25, plain words"
 ABLATIONS = {
     "- the bridge to what the best hits name (bridge_weight=0)": {"bridge_weight": 0.0},
     "- who a memory is about (subject_weight=0)": {"subject_weight": 0.0},
-    "+ cue aliases (cue_alias_similarity=0.6; off by default)": {"cue_alias_similarity": 0.6},
     "- hub names left out of the query embedding (query_hub_names=false)": {"query_hub_names": False},
     "+ spreading activation (graph_activation=true; off by default)": {"graph_activation": True},
     "+ multi-hop expansion (max_hops=2; off by default)": {"max_hops": 2},

@@ -93,7 +93,6 @@ ABLATIONS = {
     },
     "- score share in fusion (fusion_score_share=0: ranks only)": {"fusion_score_share": 0.0},
     # Off by default (each measured below 2 points): what turning each on does.
-    "+ cue aliases (cue_alias_similarity=0.6)": {"cue_alias_similarity": 0.6},
     "+ multi-hop expansion (max_hops=2)": {"max_hops": 2},
     "+ relation traversal (relation_traversal=true)": {"relation_traversal": True},
     "+ multi-hop + relation traversal (the pipeline before issue 25)": {

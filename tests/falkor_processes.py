@@ -87,7 +87,9 @@ class FalkorProcess:
             while True:
                 seen = path.stat().st_size if path.exists() else 0
                 with path.open("ab") as log:
-                    self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.folder)
+                    self.process = subprocess.Popen(
+                        self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.folder
+                    )
                 if self._answers(client, deadline, path, seen):
                     return
                 time.sleep(0.2)  # its port was taken: try again

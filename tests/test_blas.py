@@ -85,7 +85,7 @@ def test_overlapping_scopes_of_two_threads_restore_once_the_last_closes():
 
 
 def test_a_program_embedding_smriti_keeps_its_blas_threads(tmp_path):
-    """A store's vector cache, a recall's scan and the cue aliases' products: the program's
+    """A store's vector cache and a recall's scan: the program's
     count is the same afterwards, and the vector scan ran on one thread."""
     seen = _run(f"""
         from contextlib import contextmanager

@@ -15,7 +15,6 @@ def test_the_cache_is_a_typed_record():
     assert cache.type == "ContextCache" and cache.default_factory is ContextCache
     assert {f.name for f in dataclasses.fields(ContextCache)} == {
         "leiden",
-        "aliases",
         "indexes_ready",
         "recent_by_source",
     }
@@ -32,9 +31,4 @@ def test_runs_fill_it_and_a_restore_clears_it(settings):
         assert isinstance(cache.leiden, LeidenEngine)
         assert cache.recent_by_source["chat"][0] == stored[-1]  # newest first
         cache.clear()
-        assert (cache.leiden, cache.aliases, cache.indexes_ready, cache.recent_by_source) == (
-            None,
-            None,
-            False,
-            {},
-        )
+        assert (cache.leiden, cache.indexes_ready, cache.recent_by_source) == (None, False, {})

@@ -217,23 +217,6 @@ class StageSettings(Section):
         le=5,
         description="multi-hop over AssociatedWith (0: off; 2 turns it on; measured +0.0)",
     )
-    # Cue aliases (stores/aliases.py): stored cues whose names mean nearly what a query's cue
-    # means reach the memories they encode as if the query had named them (HippoRAG 2's synonym
-    # edges). +1.3 R@5 / +0.6 R@10 on held-out LoCoMo (bench/RESULTS.md, "Recognising the
-    # query"); 0.6 when on, chosen on LoCoMo conv-26/30.
-    cue_alias_similarity: float = Field(
-        default=0.0,
-        ge=0,
-        le=1,
-        description="cosine of cue-name embeddings making an alias (0: off; 0.6 on: +1.3 R@5 held out)",
-    )
-    cue_alias_max: int = Field(default=3, ge=0, description="aliases taken per query cue, at most")
-    cue_alias_refresh_seconds: float = Field(
-        default=300.0, ge=0, description="how old the in-process cue vectors may grow before a reload"
-    )
-    cue_embed_batch: int = Field(
-        default=5000, ge=0, description="cue names consolidation embeds per run with aliases on, at most"
-    )
     # Spreading activation: on LoCoMo it lost R@5 (bench/RESULTS.md, ablation) and costs a store
     # read of up to ACTIVATION_MAX_ENGRAMS engrams per recall; see README, "Associative recall".
     graph_activation: bool = Field(

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from smriti.nodes.candidates import SIGNALS, load_candidates, query_vector, score_relevance
 from smriti.nodes.scoring import cue_score, hub_ceiling, idf, recency
 from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState, trace_scores, traced
-from smriti.stores.aliases import AliasIndex
 from smriti.stores.base import normalise_cue_name
 from smriti.text import light_stem
 from smriti.validators import check_recall, input_is_checked
@@ -103,31 +102,6 @@ def cue_forms(cues: Sequence[str]) -> dict[str, str]:
     return forms
 
 
-def alias_index(context: MemoryContext) -> AliasIndex:
-    """This context's copy of the stored cue embeddings (made at first use)."""
-    index = context.cache.aliases
-    if index is None:
-        index = context.cache.aliases = AliasIndex(context.store, context.settings.cue_alias_refresh_seconds)
-    return index
-
-
-def find_aliases(context: MemoryContext, cues: Sequence[str], hubs: set[str]) -> dict[str, str]:
-    """Stored cue -> the query cue it is an alias of (``stores/aliases.py``); hubs have none."""
-    settings = context.settings
-    if settings.cue_alias_similarity <= 0 or settings.cue_alias_max <= 0:
-        return {}
-    wanted = [cue for cue in cues if cue not in hubs]
-    found = alias_index(context).aliases(
-        wanted, context.embedder.embed_documents, settings.cue_alias_similarity, settings.cue_alias_max
-    )
-    aliases: dict[str, str] = {}
-    for cue in wanted:  # the query's order: an alias of two query cues counts for the first
-        for name, _ in found.get(cue, []):
-            if name not in cues:
-                aliases.setdefault(name, cue)
-    return aliases
-
-
 def without_names(query: str, names: Iterable[str]) -> str:
     """``query`` without these names (whole words, any case, with a possessive ``'s``); the
     query itself when fewer than two words would be left."""
@@ -141,7 +115,7 @@ def without_names(query: str, names: Iterable[str]) -> str:
 @traced
 def recognise(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """What the graph knows of the query's cues, read once for the branches after it: how many
-    memories each encodes (their idf), which are hubs, and the stored cues that are aliases."""
+    memories each encodes (their idf) and which are hubs."""
     context = runtime.context
     store = context.store
     parsed = state.get("parsed", {})
@@ -152,29 +126,25 @@ def recognise(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
     total = max(store.count_engrams(), 1)
     ceiling = hub_ceiling(total)
     hubs = sorted(name for name in {*forms.values(), *hints} if counts.get(name, 0) > ceiling)
-    aliases = find_aliases(context, list(dict.fromkeys(forms.values())), set(hubs))
-    if aliases:
-        counts |= store.cue_engram_counts(list(aliases))
     hub_names = [hints[name] for name in hubs if name in hints]
     return {
         "recognised": {
-            "forms": forms | {alias: forms.get(cue, cue) for alias, cue in aliases.items()},
+            "forms": forms,
             "counts": counts,
             "total": total,
             "hubs": hubs,
-            "aliases": aliases,
             "embedded_query": without_names(state["query"], hub_names)
             if context.settings.query_hub_names
             else state["query"],
         },
-        "_notes": f"hubs={hubs} aliases={aliases}",
+        "_notes": f"hubs={hubs}",
     }
 
 
 @traced
 def cue_traverse(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
-    """Engrams encoded by the query's cues or their aliases, scored by the idf-weighted share of
-    the query's cues matched (an alias or a stem counts as the cue it stands for)."""
+    """Engrams encoded by the query's cues, scored by the idf-weighted share of the query's cues
+    matched (a stem counts as the cue it stands for)."""
     store = runtime.context.store
     recognised = state.get("recognised", {})
     forms: dict[str, str] = recognised.get("forms", {})

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from smriti.config import Settings
     from smriti.nodes.leiden import LeidenEngine
     from smriti.providers.rerank import Reranker
-    from smriti.stores.aliases import AliasIndex
     from smriti.stores.base import Cue, Engram, GraphStore
 
 
@@ -48,20 +47,18 @@ class ContextCache:
 
     Attributes:
         leiden: the Leiden engine and its tuned resolution (nodes/cluster.py).
-        aliases: the in-process copy of the stored cue embeddings (nodes/search.py).
         indexes_ready: every search index is built, so the store pipeline's lazy check skips
             the store call (nodes/index.py, nodes/link.py).
         recent_by_source: the latest memories stored per source, newest first (nodes/link.py).
     """
 
     leiden: LeidenEngine | None = None
-    aliases: AliasIndex | None = None
     indexes_ready: bool = False
     recent_by_source: dict[str, deque[str]] = field(default_factory=dict)
 
     def clear(self) -> None:
         """Forget everything: after a restore, all of it describes a memory that is gone."""
-        self.leiden, self.aliases, self.indexes_ready = None, None, False
+        self.leiden, self.indexes_ready = None, False
         self.recent_by_source.clear()
 
 
@@ -432,7 +429,7 @@ class RecallOutput(TypedDict):
 
 class RecallState(RecallInput, total=False):
     parsed: dict[str, Any]  # cues, entity_hints, intent, keywords
-    recognised: dict[str, Any]  # the query's cues in the graph: counts, total, hubs, aliases
+    recognised: dict[str, Any]  # the query's cues in the graph: counts, total, hubs
     query_embedding: list[float]
     hits: Annotated[dict[str, Hit], merge_hits]  # engram id -> signals, merged across branches
     candidates: list[Candidate]  # after gather, best relevance first; hops appended

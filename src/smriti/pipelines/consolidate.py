@@ -1,5 +1,5 @@
 """The consolidate graph: repair > decay > prune > strengthen > orphans > recluster >
-manage_indexes > embed_cues. Each node is named after its function, and so is its trace entry.
+manage_indexes. Each node is named after its function, and so is its trace entry.
 
 Why not ``cdlib`` (named by the design card for community detection): the Leiden run needs
 ``leidenalg`` on an ``igraph`` graph, which Smriti already uses directly (nodes/leiden.py), and
@@ -21,12 +21,12 @@ from typing import Any
 
 from smriti.nodes.cluster import recluster
 from smriti.nodes.decay import decay, orphans, prune, strengthen
-from smriti.nodes.index import embed_cues, manage_indexes
+from smriti.nodes.index import manage_indexes
 from smriti.nodes.repair import repair
 from smriti.nodes.state import ConsolidateInput, ConsolidateOutput, ConsolidateState, MemoryContext
 from smriti.pipelines.pipeline import END, START, Pipeline
 
-_NODES = [repair, decay, prune, strengthen, orphans, recluster, manage_indexes, embed_cues]
+_NODES = [repair, decay, prune, strengthen, orphans, recluster, manage_indexes]
 STEPS = [node.__name__ for node in _NODES]
 
 

@@ -25,7 +25,7 @@ consecutive steps, so no module is opened twice (``tests/test_recall_layout.py``
    MemoryContext (with its scoring profile) and the trace decorator.
 2. ``nodes/search.py``: validate_recall (``validators.check_recall``, unless the caller checked
    the request where it entered), list_recent, extract_query_cues, recognise (the query's cues in
-   the graph: idf, hubs, aliases from ``stores/aliases.py``), cue_traverse, vector_search and
+   the graph: idf, hubs), cue_traverse, vector_search and
    vector_only, fulltext_search, gather (rank fusion into candidates; the formulas of fusion
    and of the final score are in ``nodes/scoring.py``, the helpers that load and score
    candidates for every step that adds some in ``nodes/candidates.py``).

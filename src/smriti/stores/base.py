@@ -596,27 +596,10 @@ class GraphStore(Protocol):
         """How many engrams each existing cue encodes (for the cross-reference boost)."""
         ...
 
-    def cues_without_embedding(self, limit: int) -> list[Cue]:
-        """Up to ``limit`` cues whose embedding is not set yet, by name (consolidation fills them)."""
-        ...
-
-    def set_cue_embeddings(self, embeddings: Mapping[str, Sequence[float]]) -> None:
-        """Set the embedding of each cue, by cue id; an unknown id is a no-op.
-
-        Raises:
-            EmbeddingMismatchError: an embedding of another size (nothing is written).
-        """
-        ...
-
     def set_cue_types(self, types: Mapping[str, str]) -> None:
         """Set the type of each cue, by name (normalised here); an unknown name or an empty type
         is a no-op. What a landed LLM analysis does: its types replace the ones a cue was created
         with (``upsert_cues`` keeps a stored cue's type)."""
-        ...
-
-    def cue_vectors(self) -> tuple[list[str], np.ndarray]:
-        """The names of the cues that have an embedding, sorted, and those embeddings as the rows
-        of a float32 matrix: what alias matching searches (``stores/aliases.py``)."""
         ...
 
     def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:

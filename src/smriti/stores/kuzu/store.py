@@ -123,9 +123,6 @@ class KuzuStore(StoreBase):
     cues_of = handed("reads", GraphReads.cues_of)
     engrams_by_cues = handed("reads", GraphReads.engrams_by_cues)
     cue_engram_counts = handed("reads", GraphReads.cue_engram_counts)
-    cues_without_embedding = handed("cue_fields", CueFields.cues_without_embedding)
-    set_cue_embeddings = handed("cue_fields", CueFields.set_cue_embeddings)
-    cue_vectors = handed("cue_fields", CueFields.cue_vectors)
     set_cue_types = handed("cue_fields", CueFields.set_cue_types)
     relations_of = handed("reads", GraphReads.relations_of)
     related_entities = handed("reads", GraphReads.related_entities)
@@ -181,7 +178,7 @@ class KuzuStore(StoreBase):
         self.fresh = FreshEdges()
         self.reads = GraphReads(self.db, self.cues, self.fresh)
         self.writes = GraphWrites(self.db, self.cues, self.fresh, dims)
-        self.cue_fields = CueFields(self.db, self.cues, dims)
+        self.cue_fields = CueFields(self.db, self.cues)
         try:
             for change in schema.migrate(self.db.run, dims, self.path):
                 logger.info("%s: migration: %s", self.path, change)

@@ -14,8 +14,6 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from smriti.stores.base import (
     SPENT_STRENGTH,
     Association,
@@ -221,29 +219,6 @@ class Graph:
         self.cue_cache.clear()
         self.db.after_commit(self.cue_cache.clear)
 
-    # -- cue embeddings (alias matching; consolidation fills them) ------------------------------
-    def cues_without_embedding(self, limit: int) -> list[Cue]:
-        """Up to ``limit`` cues whose embedding is not set, by name."""
-        rows = self.db.read(
-            "SELECT id, name, cue_type FROM cue WHERE embedding IS NULL ORDER BY name LIMIT ?",
-            (max(0, limit),),
-        )
-        return [Cue(id=id_, name=name, cue_type=cue_type or "keyword") for id_, name, cue_type in rows]
-
-    @written
-    def set_cue_embeddings(self, embeddings: Mapping[str, Sequence[float]]) -> None:
-        """The embedding of each cue, by cue id; an unknown id is a no-op.
-
-        Raises:
-            EmbeddingMismatchError: an embedding of another size (nothing is written).
-        """
-        for cue_id, embedding in embeddings.items():
-            check_dims(embedding, self.dims, f"the embedding of cue {cue_id!r}")
-        self.db.write_many(
-            "UPDATE cue SET embedding = ? WHERE id = ?",
-            [(to_blob(embedding), cue_id) for cue_id, embedding in sorted(embeddings.items())],
-        )
-
     @written
     def set_cue_types(self, types: Mapping[str, str]) -> None:
         """The type of each cue, by name (normalised here); an unknown name is a no-op."""
@@ -253,13 +228,6 @@ class Graph:
         if rows:
             self._drop_cached_cues()  # cached cues carry their type
             self.db.write_many("UPDATE cue SET cue_type = ? WHERE name = ?", [(t, n) for n, t in rows if n])
-
-    def cue_vectors(self) -> tuple[list[str], np.ndarray]:
-        """Names of the cues with an embedding (sorted) and their embeddings as float32 rows."""
-        rows = self.db.read("SELECT name, embedding FROM cue WHERE embedding IS NOT NULL ORDER BY name")
-        names = [name for name, _ in rows]
-        matrix = np.frombuffer(b"".join(blob for _, blob in rows), dtype="<f4").astype(np.float32)
-        return names, matrix.reshape(len(names), self.dims)
 
     @written
     def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
