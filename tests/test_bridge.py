@@ -62,10 +62,10 @@ def _recall(context, query):
 TEXT_LED = {"fusion_weight_similarity": 0.3, "fusion_weight_text": 0.5, "fusion_weight_cue": 0.2}
 
 
-def _ranked(context, embedder, **settings):
+def _ranked(context, embedder, film=FILM, **settings):
     built = context(embedder=embedder, **(TEXT_LED | settings))
     ids = {}
-    for text in [FILM, DIRECTOR, *OTHERS]:
+    for text in [film, DIRECTOR, *OTHERS]:
         ids[text] = store_graph.invoke({"content": text}, context=built)["id"]
     out = _recall(built, QUESTION)
     return [r["id"] for r in out["result"]["results"]], ids, out
@@ -84,3 +84,41 @@ def test_the_director_s_memory_is_reached_through_the_film_s(make_context, keywo
     assert "bridge" in result["metadata"]["retrieved_by"]
     bridges = [r for r in result["graph_relations"] if r.get("kind") == "bridge"]
     assert bridges == [{"from": ids[FILM], "relation": "names", "to": "scott-derrickson", "kind": "bridge"}]
+
+
+# The film's memory names its director after fourteen other people: a store keeps the first
+# MAX_CUES cues of a memory, so the director is in its text but not among its cues.
+CAST = [
+    "Benedict Cumberbatch",
+    "Chiwetel Ejiofor",
+    "Rachel McAdams",
+    "Benedict Wong",
+    "Michael Stuhlbarg",
+    "Benjamin Bratt",
+    "Scott Adkins",
+    "Mads Mikkelsen",
+    "Tilda Swinton",
+    "Stan Lee",
+    "Kevin Feige",
+    "Stephen Broussard",
+    "Jon Spaihts",
+    "Robert Cargill",
+]
+LONG_FILM = (
+    f"Doctor Strange is a 2016 superhero film starring {', '.join(CAST)}, directed by Scott Derrickson"
+)
+
+
+def test_a_name_past_the_stored_cues_is_followed_from_the_text(make_context, keyword_embedder):
+    context = make_context(embedder=keyword_embedder(VOCABULARY), **TEXT_LED)
+    ids = {
+        text: store_graph.invoke({"content": text}, context=context)["id"] for text in [LONG_FILM, DIRECTOR]
+    }
+    film_cues = {cue.name for cue in context.store.cues_of([ids[LONG_FILM]])[ids[LONG_FILM]]}
+    assert "scott-derrickson" not in film_cues and "doctor-strange" in film_cues
+    out = _recall(context, QUESTION)
+    result = next(r for r in out["result"]["results"] if r["id"] == ids[DIRECTOR])
+    assert result["metadata"]["via"] == ids[LONG_FILM]
+    assert "bridge" in result["metadata"]["retrieved_by"]
+    context.settings = context.settings.model_copy(update={"bridge_weight": 0.0})
+    assert ids[DIRECTOR] not in [r["id"] for r in _recall(context, QUESTION)["result"]["results"]]

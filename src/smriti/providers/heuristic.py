@@ -19,7 +19,7 @@ import regex
 from smriti.providers.cue_words import cue_terms, language_of, lemma, stopwords_of
 from smriti.providers.lexicon import time_word, word_type
 from smriti.providers.schemas import Analysis, CueItem, ParsedQuery, RelationItem
-from smriti.stores.base import MemoryType
+from smriti.stores.base import MemoryType, normalise_cue_name
 from smriti.text import STOPWORDS, first_sentence, strip_label, words
 
 MAX_CUES = 12
@@ -132,6 +132,20 @@ def _names(text: str, language: str) -> list[tuple[str, str]]:
         elif word.lower() in _TIME_WORDS and word.lower() not in {"week", "month", "year"}:
             found.append((word.lower(), "time"))
     return found
+
+
+def text_names(text: str) -> list[str]:
+    """Every name ``text`` holds, normalised as cue names are (no cap: ``extract_cues`` keeps
+    MAX_CUES), times and nationalities left out."""
+    text = strip_label(text)
+    language = language_of(words(text))
+    return list(
+        dict.fromkeys(
+            normalise_cue_name(name)
+            for name, kind in _names(text, language)
+            if kind not in ("time", "nationality")
+        )
+    )
 
 
 def extract_cues(text: str) -> list[CueItem]:
