@@ -137,3 +137,21 @@ def test_a_corrupt_or_unwritable_cache_falls_back_to_simplemmas_decoder(tmp_path
     assert CachedDictionaries(blocked).get_dictionary("en").get("went") == "go"
     with pytest.raises(ValueError):
         CachedDictionaries(tmp_path).get_dictionary("xx")
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="needs root to give a file away")
+def test_a_cached_dictionary_of_another_user_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cached = CachedDictionaries(tmp_path)
+    cached.get_dictionary("en")
+    os.chown(cached.path("en"), 65534, 65534)  # nobody's file now: marshal data is not trusted
+    decoded: list[str] = []
+
+    def decode(lang: str) -> dict[bytes, bytes]:
+        decoded.append(lang)
+        return {b"went": b"go"}
+
+    monkeypatch.setattr(dictionaries, "_decode", decode)
+    assert CachedDictionaries(tmp_path).get_dictionary("en").get("went") == "go"
+    assert decoded == ["en"]

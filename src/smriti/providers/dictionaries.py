@@ -61,7 +61,7 @@ class CachedDictionaries:
         path = self.path(lang)
         try:
             with path.open("rb") as file:
-                if os.fstat(file.fileno()).st_uid != os.getuid():
+                if not _owned(file.fileno()):
                     return None  # marshal data is trusted: only this user's own file
                 data = file.read()
             table = marshal.loads(data)  # marshal.load on a file reads in small pieces: 10x slower
@@ -88,6 +88,12 @@ class CachedDictionaries:
                 raise
         except OSError as error:  # a read-only home: decode again next time
             logger.debug("cannot keep the decoded dictionary in %s: %s", self.folder, error)
+
+
+def _owned(fd: int) -> bool:
+    """True when this OS user owns the open file (always, where there are no user ids)."""
+    getuid = getattr(os, "getuid", None)  # POSIX only
+    return getuid is None or os.fstat(fd).st_uid == getuid()
 
 
 def _decode(lang: str) -> dict[bytes, bytes]:
