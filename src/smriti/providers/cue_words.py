@@ -99,9 +99,9 @@ def lemma(word: str, language: str = ENGLISH) -> str:
 
 
 def warm() -> None:
-    """Load the English dictionary (~40 ms from the decoded copy, 0.2-1 s the first time; ~30 MB)
-    and index every language's stop words (the
-    language guess: 20-35 ms) now rather than in the first store or recall."""
+    """Load the English dictionary (~40 ms from its decoded copy, 0.2-1 s the first time; ~30 MB)
+    and index every language's stop words (the language guess: 20-35 ms) now rather than in the
+    first store or recall."""
     cue_words("warming up the words")
 
 
