@@ -198,16 +198,19 @@ def states_frame(memory: Memory) -> pd.DataFrame:
 
 
 # ----------------------------------------------------------------------------- pictures
-def draw_cluster_graph(memory: Memory, ax: Any = None, seed: int = 7, label_width: int = 22) -> Any:
+def draw_cluster_graph(memory: Memory, ax: Any = None, seed: int = 7, label_width: int = 18) -> Any:
     """Draw the AssociatedWith graph, nodes coloured by Leiden cluster (igraph layout).
 
-    Edge width follows association strength; grey nodes have no cluster yet (-1).
-    Returns the matplotlib axes.
+    Edge width follows association strength; grey nodes have no cluster yet (-1). Each node is
+    labelled with the start of its memory, wrapped onto at most two lines of ``label_width``
+    characters and cut at a word; a legend names the cluster of each colour. Returns the axes.
     """
     import random
+    import textwrap
 
     import igraph as ig
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     store = memory.context.store
     states = store.engram_states()
@@ -221,20 +224,47 @@ def draw_cluster_graph(memory: Memory, ax: Any = None, seed: int = 7, label_widt
     coords = list(layout)
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(9, 7))
+        _, ax = plt.subplots(figsize=(11, 8))
     cmap = plt.get_cmap("tab10")
+
+    def colour(cluster_id: int) -> Any:
+        return "#cccccc" if cluster_id < 0 else cmap(cluster_id % 10)
+
     for s, t, w in edges:
         (x1, y1), (x2, y2) = coords[s], coords[t]
         ax.plot([x1, x2], [y1, y2], color="#999999", linewidth=0.5 + 2.5 * w, alpha=0.5, zorder=1)
     texts = _texts(memory, [s.id for s in states])
     for i, state in enumerate(states):
-        colour = "#cccccc" if state.cluster_id < 0 else cmap(state.cluster_id % 10)
         x, y = coords[i]
-        ax.scatter([x], [y], s=220, color=colour, edgecolors="black", linewidths=0.5, zorder=2)
-        ax.annotate(texts.get(state.id, "")[:label_width], (x, y), fontsize=6, ha="center", va="bottom")
+        fill = colour(state.cluster_id)
+        ax.scatter([x], [y], s=220, color=fill, edgecolors="black", linewidths=0.5, zorder=2)
+        lines = textwrap.wrap(texts.get(state.id, ""), label_width)
+        if len(lines) > 2:  # two lines at most, cut at a word
+            lines = [lines[0], lines[1] + " …"]
+        ax.annotate(
+            "\n".join(lines), (x, y), xytext=(0, 8), textcoords="offset points", fontsize=7, ha="center"
+        )
     clusters = sorted({s.cluster_id for s in states})
-    ax.set_title(f"{len(states)} memories, {len(edges)} associations, clusters {clusters}")
+    legend = [
+        Line2D(
+            [],
+            [],
+            marker="o",
+            linestyle="",
+            markersize=9,
+            markerfacecolor=colour(c),
+            markeredgecolor="black",
+            label="no cluster" if c < 0 else f"cluster {c}",
+        )
+        for c in clusters
+    ]
+    if legend:
+        ax.legend(handles=legend, title="Leiden cluster", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    found = sum(1 for c in clusters if c >= 0)
+    ax.set_title(f"{len(states)} memories, {len(edges)} associations, {found} Leiden clusters")
+    ax.margins(0.12)  # room inside the axes for the labels of the outermost nodes
     ax.set_axis_off()
+    ax.figure.tight_layout()  # the legend outside the axes and the title stay in the figure
     return ax
 
 

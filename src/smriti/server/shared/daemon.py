@@ -248,6 +248,7 @@ class SharedServer:
             log_level=self.settings.log_level.lower(),
             log_config=None,  # uvicorn's own config would log to stdout
             timeout_graceful_shutdown=3,  # attached relays' open streams must not hold the exit
+            ws="none",  # MCP has no WebSocket transport; "auto" imports websockets at every start
             **uvicorn_limits(self.settings),
         )
         return uvicorn.Server(config)
