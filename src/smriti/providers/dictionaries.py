@@ -54,7 +54,11 @@ class CachedDictionaries:
     def get_dictionary(self, lang: str) -> Mapping[str, str]:
         table = self._read(lang)
         if table is None:
-            table = _decode(lang)  # raises ValueError for a language simplemma does not ship
+            try:
+                table = _decode(lang)
+            except AttributeError:  # a simplemma whose tables are laid out otherwise: no cache
+                logger.debug("simplemma %s: its dictionaries are not cached", simplemma.__version__)
+                return DefaultDictionaryFactory().get_dictionary(lang)
             self._write(lang, table)
         return MappingStrToByteString(table)
 
