@@ -28,6 +28,7 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,13 @@ from bench.scale_session import script
 from bench.tuning import Document
 
 SMRITI_MCP = "Smriti recall through MCP (defaults)"
+SMRITI_MCP_SEARCH = "Smriti search through MCP (vector only)"
+# The calls a run in both modes makes, as latency_table shows them.
+BOTH_MODES_CALLS = (
+    ("smriti_store", "mcp:store"),
+    ("smriti_recall", "mcp:recall"),
+    ("smriti_recall search", "mcp:search"),
+)
 
 
 def server_env(
@@ -153,6 +161,26 @@ async def ask_through_mcp(
     documents = [Document(t.dia_id, t.content, t.session, t.when) for t in turns]
     rankings, timing = await store_and_ask(env, documents, [q.text for q in questions], log)
     return rankings["recall"], timing
+
+
+def store_and_score_both_modes(
+    env: dict[str, str],
+    documents: list[Document],
+    questions: list[Any],
+    log: Path,
+    record: Callable[[str, Any, list[list[str]]], None],
+    timing: dict[str, list[float]],
+) -> None:
+    """:func:`store_and_ask` in modes recall and search: each ranking is recorded under
+    SMRITI_MCP or SMRITI_MCP_SEARCH, the client timings under ``mcp:<call>``."""
+    rankings, mcp_timing = anyio.run(
+        store_and_ask, env, documents, [q.text for q in questions], log, ("recall", "search")
+    )
+    for system, mode in ((SMRITI_MCP, "recall"), (SMRITI_MCP_SEARCH, "search")):
+        for question, ranked in zip(questions, rankings[mode], strict=True):
+            record(system, question, ranked)
+    for key, values in mcp_timing.items():
+        timing[f"mcp:{key}"].extend(values)
 
 
 def add_server_options(parser: argparse.ArgumentParser) -> None:

@@ -31,18 +31,22 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from bench.baselines import rank_with_baselines
 from bench.common import command_line, make_embedder, section_preamble, setup_logging, write_embedder_section
 from bench.embedding_server import EmbeddingServer
 from bench.locomo import PLAIN_BM25, split_samples
-from bench.locomo_mcp import add_server_options, latency_table, server_env, settings_note, store_and_ask
+from bench.locomo_mcp import (
+    BOTH_MODES_CALLS,
+    SMRITI_MCP,
+    SMRITI_MCP_SEARCH,
+    add_server_options,
+    latency_table,
+    server_env,
+    settings_note,
+    store_and_score_both_modes,
+)
 from bench.notes import BASELINES, KS, NoteScores, conversation_notes, note_questions, tables
 from bench.tuning import Document
-
-SMRITI_MCP = "Smriti recall through MCP (defaults)"
-SMRITI_MCP_SEARCH = "Smriti search through MCP (vector only)"
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -77,27 +81,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 storage, sample["sample_id"], url, getattr(embedder, "dims", None), args.offline_default
             )
             documents = [Document(n.key, n.content, "", n.when) for n in notes]
-            rankings, mcp_timing = anyio.run(
-                store_and_ask,
-                env,
-                documents,
-                [q.text for q in questions],
-                Path(folder) / "server.log",
-                ("recall", "search"),
-            )
-            for system, mode in ((SMRITI_MCP, "recall"), (SMRITI_MCP_SEARCH, "search")):
-                for question, ranked in zip(questions, rankings[mode], strict=True):
-                    scores.add(system, question, ranked)
-            for key, values in mcp_timing.items():
-                timing[f"mcp:{key}"].extend(values)
+            log = Path(folder) / "server.log"
+            store_and_score_both_modes(env, documents, questions, log, scores.add, timing)
     elapsed = time.perf_counter() - started
 
     systems = [SMRITI_MCP, SMRITI_MCP_SEARCH, *BASELINES]
-    calls = (
-        ("smriti_store", "mcp:store"),
-        ("smriti_recall", "mcp:recall"),
-        ("smriti_recall search", "mcp:search"),
-    )
+    calls = BOTH_MODES_CALLS
     body = (
         section_preamble(command, settings_note(args))
         + f"- Data: conversations {', '.join(s['sample_id'] for s in samples)}; {notes_total} notes; "

@@ -25,8 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import anyio
-
+from bench import locomo_mcp
 from bench.baselines import BM25Retriever, DenseRetriever, FusionRetriever, rank_with_baselines
 from bench.common import (
     add_embedder_option,
@@ -46,11 +45,8 @@ from bench.hotpotqa import (
     quality_tables,
     questions_of,
 )
-from bench.locomo_mcp import latency_table, server_env, settings_note, store_and_ask
+from bench.locomo_mcp import SMRITI_MCP, SMRITI_MCP_SEARCH
 from bench.tuning import Document
-
-SMRITI_MCP = "Smriti recall through MCP (defaults)"
-SMRITI_MCP_SEARCH = "Smriti search through MCP (vector only)"
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -84,38 +80,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         with EmbeddingServer(embedder) as endpoint:
             url = endpoint.base_url if args.embedder == "minilm" and not args.offline_default else None
-            env = server_env(Path(folder), USER, url, getattr(embedder, "dims", None), args.offline_default)
-            documents = [Document(p.title, p.content) for p in passages]
-            rankings, mcp_timing = anyio.run(
-                store_and_ask,
-                env,
-                documents,
-                [q.text for q in questions],
-                Path(folder) / "server.log",
-                ("recall", "search"),
+            env = locomo_mcp.server_env(
+                Path(folder), USER, url, getattr(embedder, "dims", None), args.offline_default
             )
-    for system, mode in ((SMRITI_MCP, "recall"), (SMRITI_MCP_SEARCH, "search")):
-        for question, ranked in zip(questions, rankings[mode], strict=True):
-            scores.add(system, question, ranked)
-    for key, values in mcp_timing.items():
-        timing[f"mcp:{key}"].extend(values)
+            documents = [Document(p.title, p.content) for p in passages]
+            log = Path(folder) / "server.log"
+            locomo_mcp.store_and_score_both_modes(env, documents, questions, log, scores.add, timing)
     elapsed = time.perf_counter() - started
 
     systems = [SMRITI_MCP, SMRITI_MCP_SEARCH, BM25Retriever.name, PLAIN_BM25, DenseRetriever.name,
                FusionRetriever.name]  # fmt: skip
-    calls = (
-        ("smriti_store", "mcp:store"),
-        ("smriti_recall", "mcp:recall"),
-        ("smriti_recall search", "mcp:search"),
-    )
+    calls = locomo_mcp.BOTH_MODES_CALLS
     body = (
-        section_preamble(command, settings_note(args))
+        section_preamble(command, locomo_mcp.settings_note(args))
         + f"- Data: {len(passages)} passages{' (labelled)' if args.labelled else ''}, {len(questions)} "
         f"questions ({args.half}); wall time {elapsed:.0f} s; load average at the end "
         f"{os.getloadavg()[0]:.1f}\n\n"
         + quality_tables(scores, systems)
         + "\n### Through MCP (ms, client side)\n\n"
-        + latency_table(timing, calls)
+        + locomo_mcp.latency_table(timing, calls)
         + "\n"
     )
     print(body)
