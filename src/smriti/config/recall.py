@@ -138,7 +138,6 @@ class FocusSettings(Section):
     time_window_weight: float = Field(
         default=0.5, ge=0, le=1, description="relevance lost outside the time window the query names"
     )
-    follow_up_inherit: str = Field(default="off", description="EXPERIMENT")
 
 
 class ScoringSettings(Section):

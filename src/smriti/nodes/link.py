@@ -95,55 +95,14 @@ def write_links(
     return cues, len(relations)
 
 
-def _previous_of_source(context: MemoryContext, source: str, new_id: str) -> str | None:
-    if context.store.capabilities.shared:
-        ids = [i for i in context.store.latest_of_source(source, 2) if i != new_id]
-    else:
-        ids = list(context.cache.recent_by_source.get(source, ()))
-    return ids[0] if ids else None
-
-
-def inherited_cues(context: MemoryContext, state: StoreState) -> list[dict[str, str]]:
-    """EXPERIMENT: a follow-up (no entity but its subject) takes the previous turn's cues."""
-    from smriti.nodes.candidates import memory_subject
-
-    mode = context.settings.follow_up_inherit
-    source = state.get("source", "")
-    if mode == "off" or not source:
-        return []
-    own = {normalise_cue_name(c["name"]): c.get("type", "keyword") for c in state["analysis"].get("cues", [])}
-    subject = memory_subject(state["content"], list(own), own)
-    if any(t not in ("keyword", "time", "nationality", "tag") and n != subject for n, t in own.items()):
-        return []
-    previous = _previous_of_source(context, source, state["id"])
-    if previous is None:
-        return []
-    [engram] = context.store.get_engrams([previous]) or [None]
-    cues = context.store.cues_of([previous]).get(previous, [])
-    if engram is None or not cues:
-        return []
-    types = {c.name: c.cue_type for c in cues}
-    their_subject = memory_subject(engram.content, list(types), types)
-    keep = []
-    for cue in cues:
-        if cue.name in own or cue.name == their_subject or cue.cue_type in ("time", "nationality", "tag"):
-            continue
-        if cue.cue_type == "keyword" and mode != "all":
-            continue
-        keep.append({"name": cue.name, "type": cue.cue_type})
-    return keep
-
-
 @traced
 def link_cues(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """EncodedBy to every cue, CoOccurs between the leading cues, RelatesTo for extracted relations."""
-    analysis = state["analysis"]
-    extra = inherited_cues(runtime.context, state)
-    if extra:
-        analysis = {**analysis, "cues": [*analysis.get("cues", []), *extra]}
     with runtime.context.write_lock:
-        cues, relations = write_links(runtime.context.store, state["id"], analysis, state.get("tags", ""))
-    return {"cues": cues, "_notes": f"{len(cues)} cues, {relations} relations, {len(extra)} inherited"}
+        cues, relations = write_links(
+            runtime.context.store, state["id"], state["analysis"], state.get("tags", "")
+        )
+    return {"cues": cues, "_notes": f"{len(cues)} cues, {relations} relations"}
 
 
 @traced
