@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,23 @@ class Item:
     source: str
     tags: str = ""
     relation: tuple[str, str, str] | None = None  # (from, relation, to)
+
+
+@dataclass
+class Phases:
+    """Where an import's time went, in seconds: embedding the contents (the calls made for
+    them), the offline analysis (the store pipeline's ``analyze`` step) and the rest of storing
+    (the pipeline's other steps: duplicate search, writes, cues, associations)."""
+
+    embedding: float = 0.0
+    analysis: float = 0.0
+    storing: float = 0.0
+
+    def line(self) -> str:
+        return (
+            f"time: embedding {self.embedding:.1f} s, analysis {self.analysis:.1f} s,"
+            f" storing {self.storing:.1f} s"
+        )
 
 
 # Contents embedded in one call: an endpoint answers 16 in one round trip; MiniLM in numpy runs
@@ -54,12 +72,16 @@ class _EmbeddedAhead:
 
 
 def store_items(
-    memory: Memory, items: list[Item], on_memory: Callable[[], None] | None = None
+    memory: Memory,
+    items: list[Item],
+    on_memory: Callable[[], None] | None = None,
+    phases: Phases | None = None,
 ) -> dict[str, int]:
     """Store each item through the store pipeline; returns counts (stored, deduplicated, relations).
 
     Every item is checked before the first is stored (validators.check_store), so a file
     with one bad item changes nothing. Contents are embedded ``EMBED_BATCH`` at a time.
+    ``phases``, when given, is filled with where the time went.
     """
     limit = memory.context.settings.max_content_chars
     requests = [
@@ -70,11 +92,14 @@ def store_items(
     ahead = _EmbeddedAhead(context.embedder)
     context.embedder = ahead  # type: ignore[assignment]  # why: an Embeddings in all but its class
     pairs = list(zip(items, requests, strict=True))
+    phases = phases if phases is not None else Phases()
     try:
         for start in range(0, len(pairs), EMBED_BATCH):
             batch = pairs[start : start + EMBED_BATCH]
+            started = time.perf_counter()
             ahead.embed_ahead([request["content"] for _, request in batch])
-            _store_batch(memory, batch, counts, on_memory)
+            phases.embedding += time.perf_counter() - started
+            _store_batch(memory, batch, counts, on_memory, phases)
     finally:
         context.embedder = ahead.inner
     return counts
@@ -85,9 +110,15 @@ def _store_batch(
     batch: list[tuple[Item, Any]],
     counts: dict[str, int],
     on_memory: Callable[[], None] | None,
+    phases: Phases,
 ) -> None:
     for item, request in batch:
+        started = time.perf_counter()
         stored = memory.store_checked(request)
+        spent = time.perf_counter() - started
+        analysis = sum(step["ms"] for step in stored["trace"] if step["node"] == "analyze") / 1000
+        phases.analysis += analysis
+        phases.storing += spent - analysis
         known = bool(stored.get("deduplicated"))  # imported before: its fact is there too
         counts["deduplicated" if known else "stored"] += 1
         if item.relation is not None and not known:
