@@ -27,6 +27,7 @@ from bench.scale_corpus import make_texts
 from bench.scale_session import script
 
 PROVIDERS = ("minilm", "hashing")
+BEFORE = " (before)"
 # The import's last line on stderr (cli/importers/items.py, Phases.line); "waited" is how much of
 # the embedding the stores waited for (all of it before the embedding ran ahead in a thread).
 _PHASES = re.compile(
@@ -57,23 +58,26 @@ def import_env(storage: Path, provider: str) -> dict[str, str]:
     }
 
 
-def run_import(text: Path, provider: str, timeout: float, work: Path) -> dict[str, Any]:
+def run_import(text: Path, run: str, timeout: float, work: Path, before: Path | None) -> dict[str, Any]:
     """One import into a fresh store: wall seconds and the phases the import reports."""
+    provider = run.removesuffix(BEFORE)
     storage = Path(tempfile.mkdtemp(prefix=f"{provider}-", dir=work))
+    env = import_env(storage, provider)
     command = [*script("smriti"), "import", str(text), "--from", "text"]
+    if run.endswith(BEFORE) and before is not None:
+        env["PYTHONPATH"] = str(before)
+        command = [sys.executable, "-m", "smriti.cli", *command[1:]]
     started = time.perf_counter()
     try:
-        done = subprocess.run(
-            command, env=import_env(storage, provider), capture_output=True, text=True, timeout=timeout
-        )
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"provider": provider, "status": f"timed out after {timeout:.0f} s"}
+        return {"provider": run, "status": f"timed out after {timeout:.0f} s"}
     seconds = time.perf_counter() - started
     if done.returncode != 0:
-        return {"provider": provider, "status": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
+        return {"provider": run, "status": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
     found = _PHASES.search(done.stderr)
     phases = {key: float(value) for key, value in found.groupdict().items() if value} if found else {}
-    return {"provider": provider, "status": "ok", "seconds": seconds, "load": os.getloadavg()[0], **phases}
+    return {"provider": run, "status": "ok", "seconds": seconds, "load": os.getloadavg()[0], **phases}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="runs per embedder, alternating")
     parser.add_argument("--timeout", type=float, default=900, help="seconds before a run is stopped")
     parser.add_argument("--providers", nargs="+", default=list(PROVIDERS), choices=PROVIDERS)
+    parser.add_argument("--before", type=Path, help="another version's src folder, run with MiniLM too")
     args = parser.parse_args(argv)
+    if args.before is not None:
+        args.providers = [*args.providers, "minilm" + BEFORE]
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="import-speed-") as folder:
         work = Path(folder)
@@ -91,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         for round_ in range(args.rounds):
             order = args.providers if round_ % 2 == 0 else args.providers[::-1]
             for provider in order:
-                run = run_import(text, provider, args.timeout, work)
+                run = run_import(text, provider, args.timeout, work, args.before)
                 runs.append(run)
                 print(f"[round {round_ + 1}] {run}", file=sys.stderr, flush=True)
     print(f"command: `{command_line('bench.import_speed', argv)}`; {args.memories} paragraphs\n")
@@ -119,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
             f" {median('embedding')} | {median('waited')} | {median('analysis')} | {median('storing')} |"
             f" {len(ok)} | {loads} |"
         )
-    if "minilm" in medians and "hashing" in medians:
-        print(f"\nminilm / hashing: {medians['minilm'] / medians['hashing']:.2f}x")
+    for provider in medians:
+        if provider != "hashing" and "hashing" in medians:
+            print(f"\n{provider} / hashing: {medians[provider] / medians['hashing']:.2f}x")
     return 0
 
 

@@ -1,0 +1,73 @@
+"""Where an import's contents are embedded while the store pipeline stores the ones before.
+
+An endpoint's embedder waits on the network: a thread beside the stores is enough. A local
+model computes, and MiniLM in numpy does so in ~25 numpy calls a layer, each taking the GIL
+back from the store pipeline's Python: in a thread beside a busy main thread it embedded 3-4x
+slower than alone (bench/RESULTS.md, "Import speed, stop 40"). Such an embedder
+(``embeds_on_cpu``) runs in child processes instead, each with its own copy of the model and
+one BLAS thread.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any
+
+# Child processes for a local model: one per core of the 2-core machine this was measured on;
+# each holds its own copy of the model (MiniLM: ~200 MB resident).
+EMBED_PROCESSES = 2
+
+Embedded = tuple[list[list[float]], float]  # the vectors, and the seconds they took
+_embedder: Any = None  # in a child process: its copy of the embedder
+
+
+class EmbeddingPool:
+    """Embeds texts ahead, ``in_flight`` calls at a time; a context manager (shuts down)."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+        self.executor: Executor
+        if getattr(embedder, "embeds_on_cpu", False):
+            # spawn, not fork: the parent has threads (the progress bar's) that fork does not copy.
+            self.executor = ProcessPoolExecutor(
+                EMBED_PROCESSES,
+                multiprocessing.get_context("spawn"),
+                initializer=_start_child,
+                initargs=(embedder,),
+            )
+            self.in_flight = EMBED_PROCESSES
+        else:
+            self.executor = ThreadPoolExecutor(1, thread_name_prefix="smriti-embed")
+            self.in_flight = 1
+
+    def submit(self, texts: list[str]) -> Future[Embedded]:
+        if isinstance(self.executor, ProcessPoolExecutor):
+            return self.executor.submit(_embed_in_child, texts)
+        return self.executor.submit(embed_timed, self.embedder, texts)
+
+    def __enter__(self) -> EmbeddingPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+def embed_timed(embedder: Any, texts: list[str]) -> Embedded:
+    """The texts' vectors (plain floats) and the seconds the embedder took."""
+    started = time.perf_counter()
+    vectors = [list(map(float, vector)) for vector in embedder.embed_documents(texts)]
+    return vectors, time.perf_counter() - started
+
+
+def _start_child(embedder: Any) -> None:
+    global _embedder
+    from smriti.blas import one_thread_for_this_process
+
+    one_thread_for_this_process()  # a process per core: one BLAS thread each
+    _embedder = embedder
+
+
+def _embed_in_child(texts: list[str]) -> Embedded:
+    return embed_timed(_embedder, texts)
