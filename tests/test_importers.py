@@ -140,13 +140,17 @@ def test_embed_windows_grow_to_the_cap():
     assert [w.start for w in embed_windows(1000)] == [sum(sizes[:i]) for i in range(len(sizes))]
 
 
-def test_a_minilm_import_stores_the_vectors_each_text_gets_alone(make_context):
-    """MiniLM embeds an import's windows in child processes, its texts sorted by token count
-    and batched: every memory still gets the vector its text gets embedded on its own."""
+@pytest.mark.parametrize("in_children", [True, False])
+def test_a_minilm_import_stores_the_vectors_each_text_gets_alone(make_context, monkeypatch, in_children):
+    """MiniLM embeds an import's windows in child processes (a small import: in a thread), its
+    texts sorted by token count and batched: every memory still gets the vector its text gets
+    embedded on its own."""
+    from smriti.cli.importers import embedding
     from smriti.cli.importers import items as importer
     from smriti.memory import Memory
     from smriti.providers.minilm import MiniLMEmbeddings
 
+    monkeypatch.setattr(embedding, "MIN_FOR_PROCESSES", 0 if in_children else 1000)
     model = MiniLMEmbeddings(batch_size=4)
     memory = Memory(make_context(embedder=model, embedding_dims=384))
     topics = [

@@ -5,20 +5,24 @@ model computes, and MiniLM in numpy does so in ~25 numpy calls a layer, each tak
 back from the store pipeline's Python: in a thread beside a busy main thread it embedded 3-4x
 slower than alone (bench/RESULTS.md, "Import speed, stop 40"). Such an embedder
 (``embeds_on_cpu``) runs in child processes instead, each with its own copy of the model and
-one BLAS thread.
+one BLAS thread, for an import of more than ``MIN_FOR_PROCESSES`` contents.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
 
-# Child processes for a local model: one per core of the 2-core machine this was measured on;
-# each holds its own copy of the model (MiniLM: ~200 MB resident).
-EMBED_PROCESSES = 2
+from smriti.blas import one_blas_thread
 
+# Child processes for a local model: one per core (measured on 2 cores: the store pipeline's
+# Python shares them), at most 4, each holding its own copy of the model (MiniLM: ~200 MB).
+EMBED_PROCESSES = max(1, min(4, os.cpu_count() or 1))
+
+MIN_FOR_PROCESSES = 32  # contents: fewer are embedded in a thread
 Embedded = tuple[list[list[float]], float]  # the vectors, and the seconds they took
 _embedder: Any = None  # in a child process: its copy of the embedder
 
@@ -26,10 +30,11 @@ _embedder: Any = None  # in a child process: its copy of the embedder
 class EmbeddingPool:
     """Embeds texts ahead, ``in_flight`` calls at a time; a context manager (shuts down)."""
 
-    def __init__(self, embedder: Any) -> None:
+    def __init__(self, embedder: Any, count: int) -> None:
         self.embedder = embedder
         self.executor: Executor
-        if getattr(embedder, "embeds_on_cpu", False):
+        # A few contents are embedded sooner here than the children start (~1-2 s each).
+        if getattr(embedder, "embeds_on_cpu", False) and count > MIN_FOR_PROCESSES:
             # spawn, not fork: the parent has threads (the progress bar's) that fork does not copy.
             self.executor = ProcessPoolExecutor(
                 EMBED_PROCESSES,
@@ -48,10 +53,17 @@ class EmbeddingPool:
         return self.executor.submit(embed_timed, self.embedder, texts)
 
     def __enter__(self) -> EmbeddingPool:
+        # One BLAS thread, set here in the calling thread: a count set in a worker thread is not
+        # taken (smriti/blas.py), and OpenBLAS's 2 threads called from a worker ran 5x slower.
+        self._blas = one_blas_thread()
+        self._blas.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.executor.shutdown(wait=True, cancel_futures=True)
+        try:
+            self.executor.shutdown(wait=True, cancel_futures=True)
+        finally:
+            self._blas.__exit__(None, None, None)
 
 
 def embed_timed(embedder: Any, texts: list[str]) -> Embedded:

@@ -110,7 +110,7 @@ def store_items(
     contents = [request["content"] for request in requests]
 
     windows = embed_windows(len(items))
-    pool = EmbeddingPool(context.embedder)
+    pool = EmbeddingPool(context.embedder, len(items))
     context.embedder = ahead  # type: ignore[assignment]  # why: an Embeddings in all but its class
     try:
         with pool:
