@@ -102,9 +102,9 @@ def test_a_text_file_imported_as_an_export_is_told_to_use_from_text(run, tmp_pat
     assert run("import", str(path), "--from", "text").exit_code == 0  # the suggestion works
 
 
-def test_imported_text_is_embedded_in_batches_and_stored_with_those_vectors(make_context):
-    """The store pipeline embeds one memory at a time; an import embeds ``EMBED_BATCH`` contents
-    per call instead (an endpoint's round trip each), and stores exactly those vectors."""
+def test_imported_text_is_embedded_in_windows_and_stored_with_those_vectors(make_context):
+    """The store pipeline embeds one memory at a time; an import embeds its contents a window
+    per call instead (an endpoint's round trip each), ahead, and stores exactly those vectors."""
     from smriti.cli.importers import items as importer
     from smriti.memory import Memory
 
@@ -118,20 +118,61 @@ def test_imported_text_is_embedded_in_batches_and_stored_with_those_vectors(make
         return original(texts)
 
     embedder.embed_documents = counted  # the context's embedder, counted where it is called
-    texts = [f"Note {n}: the build server {n} restarts at {n % 12} o'clock." for n in range(40)]
+    texts = [f"Note {n}: the build server {n} restarts at {n % 12} o'clock." for n in range(100)]
     counts = importer.store_items(memory, [importer.Item(text, "notes.txt") for text in texts])
-    assert counts["stored"] == 40
+    assert counts["stored"] == 100
     contents = [call for call in calls if set(call) <= set(texts)]
-    assert (
-        [len(call) for call in contents]
-        == [16, 16, 8]
-        == [
-            importer.EMBED_BATCH,
-            importer.EMBED_BATCH,
-            40 - 2 * importer.EMBED_BATCH,
-        ]
-    )  # no content embedded on its own (cue names go to the embedder as before)
+    windows = importer.embed_windows(100)
+    assert [len(call) for call in contents] == [len(w) for w in windows] == [32, 64, 4]
+    assert [text for call in contents for text in call] == texts  # each content once, none alone
     assert memory.context.embedder is embedder  # put back after the import
     stored = {r["content"]: r["embedding"] for r in memory.export_records() if r["kind"] == "engram"}
     for text in texts[:3]:
         assert stored[text] == pytest.approx(original([text])[0], abs=1e-6)
+
+
+def test_embed_windows_grow_to_the_cap():
+    from smriti.cli.importers.items import EMBED_WINDOW, FIRST_EMBED_WINDOW, embed_windows
+
+    assert embed_windows(0) == []
+    sizes = [len(w) for w in embed_windows(1000)]
+    assert sizes[0] == FIRST_EMBED_WINDOW and max(sizes) == EMBED_WINDOW and sum(sizes) == 1000
+    assert [w.start for w in embed_windows(1000)] == [sum(sizes[:i]) for i in range(len(sizes))]
+
+
+@pytest.mark.parametrize("in_children", [True, False])
+def test_a_minilm_import_stores_the_vectors_each_text_gets_alone(make_context, monkeypatch, in_children):
+    """MiniLM embeds an import's windows in child processes (a small import: in a thread), its
+    texts sorted by token count and batched: every memory still gets the vector its text gets
+    embedded on its own."""
+    from smriti.cli.importers import embedding
+    from smriti.cli.importers import items as importer
+    from smriti.memory import Memory
+    from smriti.providers.minilm import MiniLMEmbeddings
+
+    monkeypatch.setattr(embedding, "MIN_FOR_PROCESSES", 0 if in_children else 1000)
+    model = MiniLMEmbeddings(batch_size=4)
+    memory = Memory(make_context(embedder=model, embedding_dims=384))
+    topics = [
+        "the orders API",
+        "Priya's garden",
+        "the Lisbon trip",
+        "our cat Miso",
+        "the tax return",
+        "the violin lesson",
+        "the kitchen leak",
+        "Bob's wedding",
+        "the GPU cluster",
+        "the marathon",
+    ]
+    short = [f"Remember {topic}." for topic in topics]
+    long = [
+        f"Note about {topic}: " + "it came up again in the long weekly meeting, " * (n + 1) + "done."
+        for n, topic in enumerate(reversed(topics))
+    ]
+    texts = [text for pair in zip(short, long, strict=True) for text in pair]  # lengths mixed
+    counts = importer.store_items(memory, [importer.Item(text, "notes.txt") for text in texts])
+    assert counts["stored"] == 20
+    stored = {r["content"]: r["embedding"] for r in memory.export_records() if r["kind"] == "engram"}
+    for text in texts:
+        assert stored[text] == pytest.approx(model.embed_query(text), abs=1e-5), text

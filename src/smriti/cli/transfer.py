@@ -167,14 +167,17 @@ def import_plain(memory: Memory, path: Path, source: str) -> dict[str, int]:
     """``smriti import --from server-memory|text``: store each item with a progress bar."""
     from rich.progress import Progress
 
-    from smriti.cli.importers import read_items, store_items
+    from smriti.cli.importers import Phases, read_items, store_items
     from smriti.cli.render import err
 
     items = read_items(Path(path), source)  # type: ignore[arg-type]  # the CLI's choices
     console = err()
+    phases = Phases()
     with Progress(*progress_columns(), console=console) as progress:
         task = progress.add_task("storing memories", total=len(items))
-        return store_items(memory, items, lambda: progress.advance(task))
+        counts = store_items(memory, items, lambda: progress.advance(task), phases)
+    console.print(phases.line())  # where the time went (bench/import_speed.py reads it)
+    return counts
 
 
 def finish_indexes(memory: Memory, progress: Any, console: Any) -> None:

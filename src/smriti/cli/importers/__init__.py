@@ -19,11 +19,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from smriti.cli.importers.items import Item, store_items
+from smriti.cli.importers.items import Item, Phases, store_items
 from smriti.cli.importers.server_memory import read_server_memory
 from smriti.cli.importers.text import paragraphs, read_text
 
-__all__ = ["Item", "Source", "paragraphs", "read_items", "read_server_memory", "read_text", "store_items"]
+__all__ = [
+    "Item",
+    "Phases",
+    "Source",
+    "paragraphs",
+    "read_items",
+    "read_server_memory",
+    "read_text",
+    "store_items",
+]
 
 Source = Literal["server-memory", "text"]
 

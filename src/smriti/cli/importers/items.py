@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from smriti.cli.importers.embedding import EmbeddingPool
 from smriti.stores.base import Relation
 from smriti.validators import check_store
 
@@ -23,10 +26,42 @@ class Item:
     relation: tuple[str, str, str] | None = None  # (from, relation, to)
 
 
-# Contents embedded in one call: an endpoint answers 16 in one round trip; MiniLM in numpy runs
-# no faster per text in larger batches on one BLAS thread (measured: 40-45 ms a text at 1-16,
-# 47-73 at 32-128 on a loaded 2-core machine).
-EMBED_BATCH = 16
+@dataclass
+class Phases:
+    """Where an import's time went, in seconds: embedding the contents (the embedder's calls for
+    them, made in a thread ahead of the stores), how much of that the stores waited for, the
+    offline analysis (the store pipeline's ``analyze`` step) and the rest of storing (the
+    pipeline's other steps: duplicate search, writes, cues, associations)."""
+
+    embedding: float = 0.0
+    waited: float = 0.0
+    analysis: float = 0.0
+    storing: float = 0.0
+
+    def line(self) -> str:
+        return (
+            f"time: embedding {self.embedding:.1f} s ({self.waited:.1f} s waited for),"
+            f" analysis {self.analysis:.1f} s, storing {self.storing:.1f} s"
+        )
+
+
+# Contents embedded per call, the first call small so that storing starts soon, each next one
+# twice as large up to EMBED_WINDOW. A call's texts are embedded in any order the embedder likes:
+# MiniLM sorts them by token count, so that a batch pads short texts little (bench/RESULTS.md,
+# "Import speed, stop 40": 16 unsorted contents a call cost 100 ms a text, 256 sorted 38 ms).
+# An endpoint answers a call in one request (OpenAI takes up to 2,048 inputs).
+FIRST_EMBED_WINDOW = 32
+EMBED_WINDOW = 256
+
+
+def embed_windows(count: int) -> list[range]:
+    """The positions of ``count`` contents, cut into the windows embedded one call each."""
+    windows, start, size = [], 0, FIRST_EMBED_WINDOW
+    while start < count:
+        windows.append(range(start, min(start + size, count)))
+        start += size
+        size = min(size * 2, EMBED_WINDOW)
+    return windows
 
 
 class _EmbeddedAhead:
@@ -37,9 +72,6 @@ class _EmbeddedAhead:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.ready: dict[str, list[float]] = {}
-
-    def embed_ahead(self, texts: list[str]) -> None:
-        self.ready = dict(zip(texts, self.inner.embed_documents(texts), strict=True))
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if texts and all(text in self.ready for text in texts):
@@ -54,12 +86,18 @@ class _EmbeddedAhead:
 
 
 def store_items(
-    memory: Memory, items: list[Item], on_memory: Callable[[], None] | None = None
+    memory: Memory,
+    items: list[Item],
+    on_memory: Callable[[], None] | None = None,
+    phases: Phases | None = None,
 ) -> dict[str, int]:
     """Store each item through the store pipeline; returns counts (stored, deduplicated, relations).
 
     Every item is checked before the first is stored (validators.check_store), so a file
-    with one bad item changes nothing. Contents are embedded ``EMBED_BATCH`` at a time.
+    with one bad item changes nothing. The contents are embedded a window at a time
+    (:func:`embed_windows`), the next windows while this one is stored, in a thread or, for a
+    local model, in child processes (``embedding.py``). ``phases``, when given, is filled
+    with where the time went.
     """
     limit = memory.context.settings.max_content_chars
     requests = [
@@ -68,13 +106,26 @@ def store_items(
     counts = {"stored": 0, "deduplicated": 0, "relations": 0}
     context = memory.context
     ahead = _EmbeddedAhead(context.embedder)
+    phases = phases if phases is not None else Phases()
+    contents = [request["content"] for request in requests]
+
+    windows = embed_windows(len(items))
+    pool = EmbeddingPool(context.embedder, len(items))
     context.embedder = ahead  # type: ignore[assignment]  # why: an Embeddings in all but its class
-    pairs = list(zip(items, requests, strict=True))
     try:
-        for start in range(0, len(pairs), EMBED_BATCH):
-            batch = pairs[start : start + EMBED_BATCH]
-            ahead.embed_ahead([request["content"] for _, request in batch])
-            _store_batch(memory, batch, counts, on_memory)
+        with pool:
+            pending = deque(pool.submit(contents[w.start : w.stop]) for w in windows[: pool.in_flight])
+            for number, window in enumerate(windows):
+                started = time.perf_counter()
+                vectors, seconds = pending.popleft().result()
+                phases.waited += time.perf_counter() - started
+                phases.embedding += seconds
+                if number + pool.in_flight < len(windows):
+                    later = windows[number + pool.in_flight]
+                    pending.append(pool.submit(contents[later.start : later.stop]))
+                ahead.ready = dict(zip(contents[window.start : window.stop], vectors, strict=True))
+                batch = [(items[i], requests[i]) for i in window]
+                _store_batch(memory, batch, counts, on_memory, phases)
     finally:
         context.embedder = ahead.inner
     return counts
@@ -85,9 +136,15 @@ def _store_batch(
     batch: list[tuple[Item, Any]],
     counts: dict[str, int],
     on_memory: Callable[[], None] | None,
+    phases: Phases,
 ) -> None:
     for item, request in batch:
+        started = time.perf_counter()
         stored = memory.store_checked(request)
+        spent = time.perf_counter() - started
+        analysis = sum(step["ms"] for step in stored["trace"] if step["node"] == "analyze") / 1000
+        phases.analysis += analysis
+        phases.storing += spent - analysis
         known = bool(stored.get("deduplicated"))  # imported before: its fact is there too
         counts["deduplicated" if known else "stored"] += 1
         if item.relation is not None and not known:
