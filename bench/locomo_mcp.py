@@ -184,11 +184,17 @@ def store_and_score_both_modes(
 
 
 def add_server_options(parser: argparse.ArgumentParser) -> None:
-    """The options of a benchmark through ``smriti-mcp``: split slice, embedder, offline default."""
+    """The options of a LoCoMo benchmark through ``smriti-mcp``: the split's slice, and
+    :func:`add_embedder_server_options`."""
     parser.add_argument("--split", choices=sorted(SPLITS), default="heldout")
-    parser.add_argument("--embedding-cache", action="store_true", help="MiniLM vectors kept in bench/.cache")
     parser.add_argument("--conversations", type=int, default=None, help="first N conversations of the split")
     parser.add_argument("--questions", type=int, default=0, help="N evenly spaced questions each (0 = all)")
+    add_embedder_server_options(parser)
+
+
+def add_embedder_server_options(parser: argparse.ArgumentParser) -> None:
+    """The options of any benchmark through ``smriti-mcp``: embedder, offline default, results."""
+    parser.add_argument("--embedding-cache", action="store_true", help="MiniLM vectors kept in bench/.cache")
     parser.add_argument("--results", type=Path, default=None, help="results file (default bench/RESULTS.md)")
     add_embedder_option(parser)
     parser.add_argument(
@@ -198,6 +204,12 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
         "where installed); --embedder then sets the baselines' dense embedder only",
     )
     parser.add_argument("--verbose", action="store_true")
+
+
+def embeddings_url(args: argparse.Namespace, endpoint: EmbeddingServer) -> str | None:
+    """The local embedding endpoint the server is given: MiniLM over the OpenAI path, unless the
+    server picks its own embedder (``--offline-default``) or hashes."""
+    return endpoint.base_url if args.embedder == "minilm" and not args.offline_default else None
 
 
 def settings_note(args: argparse.Namespace) -> str:
@@ -237,7 +249,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         tempfile.TemporaryDirectory(prefix="smriti-locomo-mcp-") as folder,
         EmbeddingServer(embedder) as endpoint,
     ):
-        url = endpoint.base_url if args.embedder == "minilm" and not args.offline_default else None
+        url = embeddings_url(args, endpoint)
         for sample in samples:
             turns = conversation_turns(sample, args.max_turns)
             known = {t.dia_id for t in turns} if args.max_turns else None

@@ -40,6 +40,7 @@ from bench.locomo_mcp import (
     SMRITI_MCP,
     SMRITI_MCP_SEARCH,
     add_server_options,
+    embeddings_url,
     latency_table,
     server_env,
     settings_note,
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         tempfile.TemporaryDirectory(prefix="smriti-notes-mcp-") as folder,
         EmbeddingServer(embedder) as endpoint,
     ):
-        url = endpoint.base_url if args.embedder == "minilm" and not args.offline_default else None
+        url = embeddings_url(args, endpoint)
         for sample in samples:
             notes = conversation_notes(sample)
             questions = note_questions(sample, notes, args.questions or None)

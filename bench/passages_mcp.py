@@ -28,7 +28,6 @@ from typing import Any
 from bench import locomo_mcp
 from bench.baselines import BM25Retriever, DenseRetriever, FusionRetriever, rank_with_baselines
 from bench.common import (
-    add_embedder_option,
     command_line,
     make_embedder,
     section_preamble,
@@ -56,11 +55,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--questions", type=int, default=0, help="N evenly spaced questions loaded (0 = all 500)"
     )
     parser.add_argument("--labelled", action="store_true", help='passages as "Title: <title>\\n<text>"')
-    parser.add_argument("--embedding-cache", action="store_true", help="MiniLM vectors kept in bench/.cache")
-    parser.add_argument("--offline-default", action="store_true", help="the server picks its own embedder")
-    parser.add_argument("--results", type=Path, default=None, help="results file (default bench/RESULTS.md)")
-    add_embedder_option(parser)
-    parser.add_argument("--verbose", action="store_true")
+    locomo_mcp.add_embedder_server_options(parser)
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
     command = command_line("bench.passages_mcp", argv)
@@ -79,7 +74,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         from bench.embedding_server import EmbeddingServer
 
         with EmbeddingServer(embedder) as endpoint:
-            url = endpoint.base_url if args.embedder == "minilm" and not args.offline_default else None
+            url = locomo_mcp.embeddings_url(args, endpoint)
             env = locomo_mcp.server_env(
                 Path(folder), USER, url, getattr(embedder, "dims", None), args.offline_default
             )
