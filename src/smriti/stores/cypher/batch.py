@@ -62,9 +62,17 @@ class CypherGraphWrites:
         names, wanted = distinct_cues(cues, lambda cue, _: self.graph.check_embedding(cue.embedding))
         if not wanted:
             return []
-        for name, cue in wanted.items():
-            if cue.embedding is not None:  # rare: the backend's vector expression takes a parameter
-                self.graph.q(
+        self._merge_embedded_cues(wanted)
+        rows = self._merge_cues({n: (c.id, c.cue_type) for n, c in wanted.items()})
+        stored = {row["name"]: cue_from_row(row) for row in rows}
+        return [stored[name] for name in names]
+
+    def _merge_embedded_cues(self, cues: Mapping[str, Cue]) -> None:
+        """Create the cues of ``cues`` (name -> cue) that carry an embedding, one write each
+        (rare: the backend's vector expression takes a parameter); now, or with the open batch."""
+        for name, cue in cues.items():
+            if cue.embedding is not None:
+                self.graph.write(
                     "MERGE (c:Cue {user: $user, name: $name}) ON CREATE SET c.id = $id, "
                     f"c.cue_type = $cue_type, c.embedding = {self.graph.vector_literal('embedding')}",
                     name=name,
@@ -72,9 +80,6 @@ class CypherGraphWrites:
                     cue_type=cue.cue_type,
                     embedding=self.graph.vector_param(cue.embedding),
                 )
-        rows = self._merge_cues({n: (c.id, c.cue_type) for n, c in wanted.items()})
-        stored = {row["name"]: cue_from_row(row) for row in rows}
-        return [stored[name] for name in names]
 
     def _merge_cues(self, cues: Mapping[str, tuple[str, str]]) -> list[dict[str, Any]]:
         """MERGE cues by name, name -> (id, cue_type) used when created; returns their rows (and,
@@ -122,16 +127,7 @@ class CypherGraphWrites:
         )
         stored = {row["name"]: cue_from_row(row) for row in rows}
         missing = {name: replace(cue, name=name) for name, cue in wanted.items() if name not in stored}
-        for name, cue in missing.items():
-            if cue.embedding is not None:  # rare: the backend's vector expression takes a parameter
-                self.graph.write(
-                    "MERGE (c:Cue {user: $user, name: $name}) ON CREATE SET c.id = $id, "
-                    f"c.cue_type = $cue_type, c.embedding = {self.graph.vector_literal('embedding')}",
-                    name=name,
-                    id=cue.id,
-                    cue_type=cue.cue_type,
-                    embedding=self.graph.vector_param(cue.embedding),
-                )
+        self._merge_embedded_cues(missing)
         # OPTIONAL: a missing engram still gets its cues, unlinked (the protocol's rule).
         self.graph.write(
             "OPTIONAL MATCH (e:Engram {user: $user, id: $engram_id}) WITH e UNWIND $rows AS row "
