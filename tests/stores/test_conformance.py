@@ -247,9 +247,10 @@ def test_link_cues_of_and_engrams_by_cues_ranking(store):
     assert [c.name for c in cues["e2"]] == ["python"]
     assert cues["e2"][0].id == python.id and cues["e2"][0].cue_type == "technology"
     hits = store.engrams_by_cues(["Python", "database", "unknown"], 10)
-    assert [h.engram_id for h in hits] == ["e1", "e2", "e3"]  # most cues first, then id
+    assert [h.engram_id for h in hits] == ["e1", "e2", "e3"]  # most cues first, then time, content
     assert set(hits[0].cues) == {"python", "database"}
-    # A limit inside a tie of one cue each: the tied engrams by id.
+    # A limit inside a tie of one cue each: the tied engrams by creation time, then content (the
+    # same in every build of the same memory; ids are random).
     assert [h.engram_id for h in store.engrams_by_cues(["database"], 1)] == ["e1"]
     assert [h.engram_id for h in store.engrams_by_cues(["python"], 1)] == ["e1"]
     assert hits[1].cues == ("python",)

@@ -69,6 +69,24 @@ class RecallSettings(Section):
         le=1,
         description="share of relevance from branch scores rather than ranks (0.3 of 0.3/0.6/1.0, measured)",
     )
+    fusion_support: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description=(
+            "share of the query's idf weight a full-text or cue hit must cover to vote fully in fusion; "
+            "below it the hit's vote shrinks in proportion (0: off)"
+        ),
+    )
+    fusion_dense_floor: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description=(
+            "fused relevance never falls below this times a hit's similarity over the best similarity: "
+            "the ranking by meaning as a floor (0: off)"
+        ),
+    )
     query_hub_names: bool = Field(
         default=True,
         description="leave hub names (a speaker, the user: in >10% of memories) out of the query's embedding",
@@ -134,6 +152,10 @@ class FocusSettings(Section):
     )
     intent_type_weight: float = Field(
         default=0.1, ge=0, le=1, description="relevance lost by a memory type that does not suit the intent"
+    )
+    focus_spares_nearest: bool = Field(
+        default=True,
+        description="focus never lowers the memory nearest the query in meaning for what it does not name",
     )
     time_window_weight: float = Field(
         default=0.5, ge=0, le=1, description="relevance lost outside the time window the query names"

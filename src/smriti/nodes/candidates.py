@@ -9,15 +9,18 @@ same way, so each step module holds only its steps. The fusion formula itself is
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from smriti.nodes.learned import learned_relevance
-from smriti.nodes.scoring import DEFAULT_FUSION, Fusion, cosine, fused_relevance, vector_norm
+from smriti.nodes.scoring import DEFAULT_FUSION, Fusion, cosine, coverage, fused_relevance, vector_norm
 from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState
+from smriti.providers.cue_words import ENGLISH, cue_terms
 from smriti.stores.base import MAX_CUE_NAME, normalise_cue_name
-from smriti.text import strip_label
+from smriti.text import light_stem, strip_label, words
 
 # The candidate attribute behind each fused branch (the keys of scoring.FUSION_WEIGHTS).
 SIGNALS = {"similarity": "similarity", "text": "text_score", "cue": "cue_score", "graph": "graph_score"}
@@ -79,7 +82,7 @@ def score_relevance(
             signals, ranked, fusion.model
         )
         return
-    candidate.relevance, candidate.ranks = fused_relevance(signals, ranked, fusion)
+    candidate.relevance, candidate.ranks = fused_relevance(signals, ranked, fusion, candidate.coverage)
 
 
 def best_with_ties(candidates: Sequence[Candidate], n: int) -> list[Candidate]:
@@ -97,6 +100,27 @@ def best_with_ties(candidates: Sequence[Candidate], n: int) -> list[Candidate]:
     return [c for c in ordered if c.relevance >= floor]
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def memory_words(text: str) -> frozenset[str]:
+    """The words of ``text`` as a query cue may name them: case folded, their lemmas and light
+    stems (cached: the same memories come back recall after recall)."""
+    folded = [word.casefold() for word in words(text)]
+    return frozenset(folded) | frozenset(cue_terms(folded, ENGLISH)) | frozenset(map(light_stem, folded))
+
+
+def lexical_coverage(candidate: Candidate, weights: Mapping[str, float]) -> float:
+    """:func:`~smriti.nodes.scoring.coverage` of the query cues (``weights``: cue -> idf) that the
+    candidate is linked to or whose words its text holds (``team-kestrel``: both words)."""
+    have = memory_words(candidate.text)
+    linked = {*candidate.matched_cues, *candidate.entities}
+    matched = [
+        name for name in weights if name in linked or all(part in have for part in name.split("-") if part)
+    ]
+    return coverage(matched, weights)
+
+
+# "The database-engineer recommends ..." is about the database-engineer: an article is not a subject.
+_LEADING_ARTICLE = re.compile(r"^(?:the|a|an)\s+(?=\S)", re.IGNORECASE)
 # Cue types that say when or what kind, never who or what a memory is about.
 NOT_SUBJECTS = frozenset({"keyword", "tag", "time", "nationality"})
 
@@ -104,7 +128,8 @@ NOT_SUBJECTS = frozenset({"keyword", "tag", "time", "nationality"})
 def memory_subject(text: str, entities: Iterable[str], types: Mapping[str, str]) -> str:
     """The entity a memory is about: the longest of its entity cues that its text starts with as
     a whole word ("Melanie: ...", "John Smith prefers ..."), after any label ("Title: ...",
-    "Note: ...", "## ..."); "" when none. Times, nationalities and keywords are never subjects.
+    "Note: ...", "## ") and a leading article ("The database-engineer recommends ..."); "" when
+    none. Times, nationalities and keywords are never subjects.
 
     The text's head is normalised as cue names are (lower case, hyphens for spaces), so a
     multi-word name matches its cue; by the uncached function, as every head is new. Only as
@@ -114,7 +139,7 @@ def memory_subject(text: str, entities: Iterable[str], types: Mapping[str, str])
     names = [name for name in entities if types.get(name) not in NOT_SUBJECTS]
     if not names:
         return ""
-    text = strip_label(text)
+    text = _LEADING_ARTICLE.sub("", strip_label(text), count=1)
     longest = max(map(len, names))
     cut = min(2 * longest + 2, MAX_CUE_NAME + 1)  # twice: runs of spaces fold into one hyphen
     head = normalise_cue_name.__wrapped__(text[:cut])

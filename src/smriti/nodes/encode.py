@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from smriti.errors import InvalidInput
 from smriti.nodes.state import MemoryContext, StoreState, traced
+from smriti.nodes.textsim import siblings
 from smriti.stores.base import Engram, StoreError
 from smriti.validators import check_store, input_is_checked
 
@@ -77,17 +78,16 @@ def find_duplicate(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[s
     settings = context.settings
     similar = context.store.vector_search(state["embedding"], settings.associate_top_k + 1)
     nearest = [{"id": s.id, "score": s.score} for s in similar]
-    if not similar or similar[0].score < settings.store_dedup_threshold:
-        return {
-            "similar": nearest,
-            "duplicate_of": None,
-            "_candidates": nearest,
-            "_notes": "no near-duplicate",
-        }
-
-    existing = context.store.get_engram(similar[0].id)
-    if existing is None:  # deleted meanwhile: store as new
-        return {"similar": nearest[1:], "duplicate_of": None, "_candidates": nearest}
+    close = [s for s in similar if s.score >= settings.store_dedup_threshold]
+    # Near in meaning may still be another fact: "The Redis client was configured on Monday by
+    # Noor" is not "The S3 client ..." (an embedding's cosine cannot tell them apart), so the
+    # duplicate is the nearest close memory that names nothing this one does not (and back).
+    found = context.store.get_engrams([s.id for s in close]) if close else []
+    existing = next((e for e in found if not siblings(e.content, state["content"])), None)
+    if existing is None:
+        note = f"{len(close)} close, all naming other things: stored" if close else "no near-duplicate"
+        return {"similar": nearest, "duplicate_of": None, "_candidates": nearest, "_notes": note}
+    score = next(s.score for s in close if s.id == existing.id)
     tags = ",".join(
         dict.fromkeys([*existing.tag_list(), *[t for t in state.get("tags", "").split(",") if t]])
     )
@@ -110,7 +110,7 @@ def find_duplicate(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[s
         "cluster_id": existing.cluster_id,
         "deduplicated": True,
         "_candidates": nearest,
-        "_notes": f"near-duplicate of {existing.id} ({similar[0].score:.3f}): reinforced, tags merged",
+        "_notes": f"near-duplicate of {existing.id} ({score:.3f}): reinforced, tags merged",
     }
 
 

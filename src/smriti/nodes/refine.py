@@ -60,6 +60,7 @@ from smriti.nodes.graph_relations import MAX_PATHS, by_entity, entity_relations,
 from smriti.nodes.scoring import hub_ceiling, idf, shortlist
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.nodes.textsim import candidate_similarity
+from smriti.providers.lexicon import time_word
 from smriti.stores.base import NO_CLUSTER, normalise_cue_name
 from smriti.time_window import TimeWindow, find_time_window
 
@@ -88,11 +89,26 @@ def hint_weights(hints: Sequence[str], counts: Mapping[str, int], total: int) ->
     }
 
 
+def is_time_name(name: str) -> bool:
+    """A day, a month (or their plurals) or a year: when, not who or what."""
+    word = name.strip()
+    return bool(time_word(word)) or (len(word) == 4 and word.isdigit())
+
+
+def entity_words(entities: Iterable[str]) -> set[str]:
+    """Cue names and the words of the hyphenated ones: the query's ``kestrel`` names the cue
+    ``team-kestrel``, ``payments`` the cue ``payments-api``."""
+    have = set(entities)  # cue names, normalised as stored
+    have.update(part for name in entities if "-" in name for part in name.split("-") if part)
+    return have
+
+
 def entity_factor(entities: Sequence[str], weights: Mapping[str, float], weight: float) -> float:
-    """(1 - weight) + weight * (idf-weighted share of the hinted entities among ``entities``)."""
+    """(1 - weight) + weight * (idf-weighted share of the hinted entities among ``entities``
+    and their words, :func:`entity_words`)."""
     if not weights or weight <= 0:
         return 1.0
-    have = set(entities)  # cue names, normalised as stored
+    have = entity_words(entities)
     share = sum(w for name, w in weights.items() if name in have) / sum(weights.values())
     return (1.0 - weight) + weight * share
 
@@ -144,7 +160,8 @@ def focus(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
     """Scale each candidate's relevance by its entity, subject, intent and time factors (see the module)."""
     context = runtime.context
     parsed = state.get("parsed", {})
-    hints = list(parsed.get("entity_hints", []))
+    # A day, month or year an LLM names as an entity is a time (the window below reads it).
+    hints = [h for h in parsed.get("entity_hints", []) if not is_time_name(h)]
     # recognise read how many memories each hint encodes (keyed by the normalised name).
     recognised = state.get("recognised", {})
     known = recognised.get("counts", {})
@@ -157,11 +174,19 @@ def focus(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
     if weights and context.settings.subject_weight > 0:
         subjects = {c.id: memory_subject(c.text, c.entities, c.entity_types) for c in everything}
     named = named_subject(weights, subjects.values())
+    # The memory nearest the query in meaning is demoted only by evidence against it (a time
+    # window it is outside of, a subject other than the one the query names), never for not
+    # naming what the question names: a question asked in other words often names a thing its
+    # answer calls otherwise.
+    nearest = min(everything, key=lambda c: (-c.similarity, c.tie), default=None)
     candidates = []
     for candidate in everything:
         item = candidate.copy()
         subject = (subjects.get(item.id, ""), named)
         item.focus = focus_factors(item, weights, subject, intent, window, context.settings)
+        about_another = bool(named and subject[0] and subject[0] != named)
+        if candidate is nearest and context.settings.focus_spares_nearest and not about_another:
+            item.focus.update(entity=1.0, subject=1.0, intent=1.0)
         for factor in item.focus.values():
             item.relevance *= factor
         candidates.append(item)

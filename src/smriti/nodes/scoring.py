@@ -49,14 +49,22 @@ FUSION_K = 5
 SCORE_SHARE = 0.3
 
 
+# The branches whose hits are word matches: one common word of the question ("new", "run") is a
+# match as surely as its rare ones, so their votes are weighed by how much of the query they cover.
+LEXICAL_BRANCHES = ("text", "cue")
+
+
 @dataclass(frozen=True, slots=True)
 class Fusion:
-    """How the recall branches are fused (FUSION_WEIGHT_*, FUSION_K, FUSION_SCORE_SHARE)."""
+    """How the recall branches are fused (FUSION_WEIGHT_*, FUSION_K, FUSION_SCORE_SHARE,
+    FUSION_SUPPORT)."""
 
     weights: Mapping[str, float]  # branch -> weight
     k: int = FUSION_K
     score_share: float = SCORE_SHARE
     model: FusionModel | None = None  # FUSION=learned: the fitted model replaces the weights
+    support: float = 0.0  # coverage at which a lexical hit votes fully (0: every hit does)
+    dense_floor: float = 0.0  # relevance never below this times similarity / the best similarity
 
 
 DEFAULT_FUSION = Fusion(FUSION_WEIGHTS)
@@ -143,6 +151,30 @@ def cue_score(matched: Iterable[str], query_cues: Sequence[str], cue_idf: Mappin
     return clamp01(got / total) if total else 0.0
 
 
+def coverage(matched: Iterable[str], weights: Mapping[str, float]) -> float:
+    """Share of the query's information a memory matches: sum idf(matched) / sum idf(query cues).
+
+    ``weights`` maps each query cue to its idf. A note that shares only "new" with "which new
+    linter did we adopt for the frontend?" covers a small share; one that shares "linter" and
+    "frontend" most of it.
+    """
+    total = sum(weights.values())
+    if total <= 0:
+        return 1.0
+    return clamp01(sum(weights[name] for name in set(matched) if name in weights) / total)
+
+
+def support_factor(covered: float, support: float) -> float:
+    """A lexical hit's vote: min(1, coverage / support); 1 when ``support`` is 0 (off).
+
+    Below the support a full-text or cue hit votes in proportion to what it covers, so a branch
+    whose only matches are common words nearly abstains instead of outranking meaning.
+    """
+    if support <= 0:
+        return 1.0
+    return min(1.0, covered / support)
+
+
 def branch_rank(value: float, ranked_desc: Sequence[float]) -> int:
     """1 + how many direct hits of a branch scored strictly higher than ``value``."""
     low, high = 0, len(ranked_desc)
@@ -160,6 +192,7 @@ def rank_fusion(
     ranked: Mapping[str, Sequence[float]],
     k: int | None = None,
     weights: Mapping[str, float] | None = None,
+    votes: Mapping[str, float] | None = None,
 ) -> tuple[float, dict[str, int]]:
     """Weighted reciprocal-rank fusion, normalised to [0, 1].
 
@@ -169,7 +202,9 @@ def rank_fusion(
     among that branch's direct hits (``ranked[b]``, scores best first). Ranks rather than raw
     scores are fused because the branches' scales are not comparable: a cosine of 0.3 may be
     the best a hashing embedder gives, while BM25 is normalised so its best is always 1.
-    A candidate first in every branch scores 1. Returns the relevance and the ranks.
+    A candidate first in every branch scores 1. ``votes`` (branch -> factor in [0, 1], 1 when
+    absent) scale a branch's term for this candidate: :func:`support_factor`. Returns the
+    relevance and the ranks.
     """
     k = FUSION_K if k is None else k
     weights = FUSION_WEIGHTS if weights is None else weights
@@ -181,14 +216,18 @@ def rank_fusion(
         value = signals.get(branch, 0.0)
         if value > 0:
             ranks[branch] = branch_rank(value, ranked.get(branch, ()))
-            total += weight / (k + ranks[branch])
+            total += weight * (votes.get(branch, 1.0) if votes else 1.0) / (k + ranks[branch])
     return total / best, ranks
 
 
 def score_fusion(
-    signals: Mapping[str, float], ranked: Mapping[str, Sequence[float]], weights: Mapping[str, float]
+    signals: Mapping[str, float],
+    ranked: Mapping[str, Sequence[float]],
+    weights: Mapping[str, float],
+    votes: Mapping[str, float] | None = None,
 ) -> float:
-    """Weighted mean of each branch's score divided by that branch's best score, in [0, 1]."""
+    """Weighted mean of each branch's score divided by that branch's best score, in [0, 1]
+    (``votes`` scale a branch's share as in :func:`rank_fusion`)."""
     total = sum(w for w in weights.values() if w > 0)
     if not total:
         return 0.0
@@ -197,19 +236,40 @@ def score_fusion(
         best = ranked.get(branch)
         value = signals.get(branch, 0.0)
         if weight > 0 and best and best[0] > 0 and value > 0:
-            got += weight * min(1.0, value / best[0])
+            vote = votes.get(branch, 1.0) if votes else 1.0
+            got += weight * vote * min(1.0, value / best[0])
     return got / total
 
 
 def fused_relevance(
-    signals: Mapping[str, float], ranked: Mapping[str, Sequence[float]], fusion: Fusion
+    signals: Mapping[str, float],
+    ranked: Mapping[str, Sequence[float]],
+    fusion: Fusion,
+    covered: float = 1.0,
 ) -> tuple[float, dict[str, int]]:
-    """relevance = (1 - s) * rank_fusion + s * score_fusion, s = ``fusion.score_share``; and the ranks."""
-    by_rank, ranks = rank_fusion(signals, ranked, fusion.k, fusion.weights)
+    """relevance = (1 - s) * rank_fusion + s * score_fusion, s = ``fusion.score_share``; and the
+    ranks. The lexical branches vote by ``support_factor(covered, fusion.support)``."""
+    vote = support_factor(covered, fusion.support)
+    votes = dict.fromkeys(LEXICAL_BRANCHES, vote) if vote < 1.0 else None
+    by_rank, ranks = rank_fusion(signals, ranked, fusion.k, fusion.weights, votes)
     share = fusion.score_share
-    if share <= 0:
-        return by_rank, ranks
-    return (1 - share) * by_rank + share * score_fusion(signals, ranked, fusion.weights), ranks
+    if share > 0:
+        by_rank = (1 - share) * by_rank + share * score_fusion(signals, ranked, fusion.weights, votes)
+    return max(by_rank, dense_floor(signals, ranked, fusion.dense_floor)), ranks
+
+
+def dense_floor(signals: Mapping[str, float], ranked: Mapping[str, Sequence[float]], floor: float) -> float:
+    """floor * similarity / the best similarity among the direct hits (0 when ``floor`` is 0).
+
+    Fused relevance never falls below it, so the ranking by meaning alone is a floor that the
+    other branches can reorder only with enough evidence: the nearest memory keeps ``floor``
+    however little its words share with the question.
+    """
+    best = ranked.get("similarity")
+    value = signals.get("similarity", 0.0)
+    if floor <= 0 or not best or best[0] <= 0 or value <= 0:
+        return 0.0
+    return floor * min(1.0, value / best[0])
 
 
 def hop_relevance(own: float, parent: float, strength: float) -> float:
@@ -451,7 +511,13 @@ def build_fusion(settings: Settings, model: FusionModel | None = None, lexical: 
             b: w if f"fusion_weight_{b}" in chosen else LEXICAL_FUSION_WEIGHTS[b] for b, w in weights.items()
         }
     weights["graph"] = settings.fusion_weight_graph if settings.graph_activation else 0.0
-    return Fusion(weights, settings.fusion_k, settings.fusion_score_share)
+    return Fusion(
+        weights,
+        settings.fusion_k,
+        settings.fusion_score_share,
+        support=settings.fusion_support,
+        dense_floor=settings.fusion_dense_floor,
+    )
 
 
 def build_profile(settings: Settings) -> CompositeProfile | FabricProfile:

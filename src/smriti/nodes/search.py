@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from smriti.nodes.candidates import SIGNALS, load_candidates, query_vector, score_relevance
+from smriti.nodes.candidates import SIGNALS, lexical_coverage, load_candidates, query_vector, score_relevance
 from smriti.nodes.scoring import cue_score, hub_ceiling, idf, recency
 from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState, trace_scores, traced
 from smriti.stores.base import normalise_cue_name
@@ -141,6 +141,18 @@ def recognise(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, 
     }
 
 
+def query_cue_weights(recognised: dict[str, Any]) -> dict[str, float]:
+    """Each query cue -> its idf in the graph (a stem's memories count for the cue it stands
+    for; a cue no memory holds gets the highest idf)."""
+    forms: dict[str, str] = recognised.get("forms", {})
+    counts: dict[str, int] = {}
+    for form, count in recognised.get("counts", {}).items():
+        if form in forms:
+            counts[forms[form]] = counts.get(forms[form], 0) + count
+    total = recognised.get("total", 1)
+    return {name: idf(counts.get(name, 0), total) for name in dict.fromkeys(forms.values())}
+
+
 @traced
 def cue_traverse(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """Engrams encoded by the query's cues, scored by the idf-weighted share of the query's cues
@@ -151,12 +163,7 @@ def cue_traverse(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[st
     cues = list(dict.fromkeys(forms.values()))
     if not cues:
         return {"_notes": "no cues in the query"}
-    counts: dict[str, int] = {}
-    for form, count in recognised.get("counts", {}).items():
-        if form in forms:
-            counts[forms[form]] = counts.get(forms[form], 0) + count
-    total = recognised.get("total", 1)
-    weights = {name: idf(counts.get(name, 0), total) for name in cues}
+    weights = query_cue_weights(recognised)
     hits = store.engrams_by_cues(list(forms), candidate_pool(state["limit"]))
     scored: dict[str, Hit] = {}
     for hit in hits:
@@ -170,7 +177,8 @@ def cue_traverse(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[st
     return {
         "hits": scored,
         "_candidates": [{"id": i, "score": h["cue_score"]} for i, h in ranked],
-        "_notes": f"{len(counts)} of {len(cues)} cues known; {len(hits)} engrams reached",
+        "_notes": f"{sum(c in recognised.get('counts', {}) for c in forms)} of {len(cues)} cues known; "
+        f"{len(hits)} engrams reached",
     }
 
 
@@ -244,8 +252,12 @@ def gather(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any
     query = query_vector(state)
     candidates = load_candidates(runtime.context, sorted(hits), hits, state.get("memory_type"), query)
     ranked = branch_scores(candidates)
+    fusion = runtime.context.fusion
+    weights = query_cue_weights(state.get("recognised", {})) if fusion.support > 0 else {}
     for candidate in candidates:
-        score_relevance(candidate, ranked, state["mode"], runtime.context.fusion)
+        if weights and (candidate.text_score > 0 or candidate.cue_score > 0):
+            candidate.coverage = lexical_coverage(candidate, weights)
+        score_relevance(candidate, ranked, state["mode"], fusion)
     candidates.sort(key=lambda c: (-c.relevance, c.tie))
     return {
         "candidates": candidates,

@@ -252,6 +252,9 @@ class Candidate:
     cue_score: float = 0.0
     graph_score: float = 0.0  # spreading activation (nodes/pagerank.py)
     matched_cues: list[str] = field(default_factory=list)
+    # idf-weighted share of the query's cues its words or cues match (1 when not measured):
+    # how much a full-text or cue hit says, not only that it matched (nodes/scoring.support_factor)
+    coverage: float = 1.0
     origins: list[str] = field(default_factory=list)
     hops: int = 0
     via: str | None = None  # the engram a hop result was reached from

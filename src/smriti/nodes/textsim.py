@@ -22,10 +22,12 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import numpy as np
+import regex
 from rapidfuzz.distance import Indel
 from rapidfuzz.process import cdist
 
 from smriti.nodes.state import Candidate
+from smriti.text import STOPWORDS
 
 # Word characters of any script; punctuation and spacing separate words. Simpler than
 # smriti.text.words (no CJK bigrams, no possessive rule) and five times faster on long passages:
@@ -65,20 +67,49 @@ def numbers(text: str) -> frozenset[str]:
     return frozenset(word for word in normalised_words(text) if any(ch.isdigit() for ch in word))
 
 
+# Capitalised words of any script ("Noor", "Orion", "Monday", "München"), and lower-case technical
+# names ("payments-api", "gpt-4o"): the words that say which thing a fact is about.
+_CAPITALISED = regex.compile(r"\b\p{Lu}[\p{L}\p{M}\p{N}'-]*")
+_TECHNICAL = re.compile(r"\b[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)+\b")
+# Capitalised at a sentence's start for grammar: the same fact may start with one or not.
+_SENTENCE_STARTERS = frozenset("please remember note yesterday today tomorrow also then so".split())
+
+
+@lru_cache(maxsize=4096)
+def identity(text: str) -> frozenset[str]:
+    """The words that tell one fact from its siblings, as :func:`normalised_words` gives them:
+    :func:`numbers`, names (capitalised words that are not stop words, day and month names among
+    them) and the words of technical names (``payments-api``)."""
+    names = {word.casefold().removesuffix("'s") for word in _CAPITALISED.findall(text)}
+    names -= STOPWORDS | _SENTENCE_STARTERS
+    technical = {part for term in _TECHNICAL.findall(text.casefold()) for part in _WORD.findall(term)}
+    return numbers(text) | frozenset(names) | frozenset(technical)
+
+
+def siblings(a: str, b: str) -> bool:
+    """True when one text names a number, a name or a technical name the other does not hold at
+    all: "The Acme client was configured on Monday by Noor" and "The Globex client ..." are 92 %
+    the same words, yet two facts. A restatement ("alice moved to berlin in may." for "Alice moved
+    to Berlin in May") holds the same words, whatever their case."""
+    words_a, words_b = set(normalised_words(a)), set(normalised_words(b))
+    return not identity(a) <= words_b or not identity(b) <= words_a
+
+
 def candidate_similarity(threshold: float) -> Callable[[Sequence[Candidate]], np.ndarray]:
     """The dedupe similarities of recall candidates: their texts' :func:`similarity_matrix`,
     bounded early at ``threshold`` (only "above the threshold or not" matters there).
 
-    *Departure:* two texts above the threshold whose numbers differ are not duplicates (their
-    similarity is capped at the threshold). Numbers carry identity: "The 2002 Asian Junior
-    Athletics Championships were ..." and "The 2001 ..." are 86 % similar word for word, and
-    merging them hid HotpotQA's answer passages.
+    *Departure:* two texts above the threshold that differ in a number, a name, a day or a
+    technical name (:func:`siblings`) are siblings, not duplicates (their similarity is capped
+    at the threshold): "The 2002 Asian Junior Athletics Championships were ..." and "The 2001
+    ..." are 86 % similar word for word, and merging them hid HotpotQA's answer passages; five
+    clients "configured on Monday by Noor" came back as one. Only restatements merge.
     """
 
     def similarity(candidates: Sequence[Candidate]) -> np.ndarray:
         matrix = similarity_matrix([c.text for c in candidates], threshold)
         for i, j in zip(*np.nonzero(np.triu(matrix > threshold, k=1)), strict=True):
-            if numbers(candidates[i].text) != numbers(candidates[j].text):
+            if siblings(candidates[i].text, candidates[j].text):
                 matrix[i, j] = matrix[j, i] = threshold
         return matrix
 

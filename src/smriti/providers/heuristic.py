@@ -211,6 +211,8 @@ def query_intent(query: str) -> str:
 def parse_query_offline(query: str) -> ParsedQuery:
     """Cues to traverse from (entities and keywords), the entities named, and the intent."""
     cues = extract_cues(query)
-    hints = [c.name for c in cues if c.type != "keyword"]
+    # Days, months and years say when, not who or what: "what did we decide on Friday?" is not
+    # about an entity called Friday (focus would demote every memory not linked to it).
+    hints = [c.name for c in cues if c.type not in ("keyword", "time")]
     hints += [w for w in re.findall(r"\b[a-z]+-[a-z][\w-]*\b", query.lower()) if w not in hints]
     return ParsedQuery(cues=[c.name for c in cues], entity_hints=hints, intent=query_intent(query))

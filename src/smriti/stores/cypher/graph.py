@@ -71,8 +71,10 @@ class CypherGraphReads:
             return []
         rows = self.graph.q(
             "MATCH (c:Cue {user: $user})<-[:EncodedBy]-(e:Engram {user: $user}) WHERE c.name IN $names "
-            "WITH e.id AS id, collect(c.name) AS cues "
-            "RETURN id, cues ORDER BY size(cues) DESC, id ASC LIMIT $limit",
+            # Ties by creation time and content, not the random id: two builds of the same content
+            # must shortlist the same memories at the cut.
+            "WITH e.id AS id, e.created_at AS at, e.content AS content, collect(c.name) AS cues "
+            "RETURN id, cues ORDER BY size(cues) DESC, at ASC, content ASC, id ASC LIMIT $limit",
             names=names,
             limit=int(limit),
         )

@@ -161,14 +161,16 @@ class GraphReads:
 
     @locked
     def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
-        """Most matched cues first, then by id; each hit's cues in the order they were asked."""
+        """Most matched cues first, then by creation time and content (the same in every store of
+        the same content, where random ids made each build's shortlist differ at the cut); each
+        hit's cues in the order they were asked."""
         cue_ids = self.cues.ids(cue_names)
         if not cue_ids or limit <= 0:
             return []
         rows = self.db.run(
             "MATCH (c:Cue)<-[:EncodedBy]-(e:Engram) WHERE c.id IN $cues "
-            "WITH e.id AS id, collect(c.name) AS names "
-            "RETURN id, names ORDER BY size(names) DESC, id LIMIT $limit",
+            "WITH e.id AS id, e.created_at AS at, e.content AS content, collect(c.name) AS names "
+            "RETURN id, names ORDER BY size(names) DESC, at, content, id LIMIT $limit",
             {"cues": cue_ids, "limit": limit},
         )
         order = {name: i for i, name in enumerate(dict.fromkeys(normalise_cue_name(n) for n in cue_names))}

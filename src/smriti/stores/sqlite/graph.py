@@ -181,7 +181,9 @@ class Graph:
         return rows, [[cues[cue] for cue in rowids] for rowids in lists]
 
     def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
-        """Most matched cues first, then by id; each hit's cues in the order they were asked."""
+        """Most matched cues first, then by creation time and content (the same in every store of
+        the same content, where random ids made each build's shortlist differ at the cut); each
+        hit's cues in the order they were asked."""
         order = {name: i for i, name in enumerate(dict.fromkeys(normalise_cue_name(n) for n in cue_names))}
         if not order or limit <= 0:
             return []
@@ -196,7 +198,7 @@ class Graph:
             f"WHERE c.name IN {IDS} GROUP BY x.engram) "
             "SELECT e.id, h.names FROM h JOIN engram e ON e.rowid = h.engram "
             "WHERE h.n >= IFNULL((SELECT n FROM h ORDER BY n DESC LIMIT 1 OFFSET ? - 1), h.n) "
-            "ORDER BY h.n DESC, e.id LIMIT ?",
+            "ORDER BY h.n DESC, e.created_at, e.content, e.id LIMIT ?",
             (json.dumps(list(order)), limit, limit),
         )
         return [CueHit(id_, tuple(sorted(json.loads(names), key=order.__getitem__))) for id_, names in rows]

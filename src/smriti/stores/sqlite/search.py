@@ -36,7 +36,8 @@ logger = logging.getLogger(__name__)
 
 
 def _top_bm25_sql(memory_type: str | None) -> str:
-    """The top ``:k`` matches of ``:match`` by BM25 (ties by id), scored once.
+    """The top ``:k`` matches of ``:match`` by BM25 (ties by creation time and content, not by
+    random id), scored once.
 
     A common query term matches thousands of engrams; ordering them all by (score, id)
     would read each one's id from the engram table (half the query's time at 10k). The
@@ -52,7 +53,7 @@ def _top_bm25_sql(memory_type: str | None) -> str:
         f"FROM engram_fts WHERE engram_fts MATCH :match{typed}) "
         "SELECT e.id, s.score FROM s JOIN engram e ON e.rowid = s.engram "
         "WHERE s.score >= IFNULL((SELECT score FROM s ORDER BY score DESC LIMIT 1 OFFSET :k - 1), s.score) "
-        "ORDER BY s.score DESC, e.id LIMIT :k"
+        "ORDER BY s.score DESC, e.created_at, e.content, e.id LIMIT :k"
     )
 
 
