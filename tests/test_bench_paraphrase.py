@@ -104,3 +104,21 @@ def test_runner_on_a_slice(tmp_path):
     assert again["scores"].mean("defaults", every, "MRR") == pytest.approx(
         scores.mean("defaults", every, "MRR")
     )
+
+
+def test_through_mcp_on_the_shared_path_slice(tmp_path):
+    """The notes stored and asked through a real ``smriti-mcp`` relayed to the user's shared server,
+    which the run stops at the end."""
+    from bench import paraphrase_mcp
+
+    results = tmp_path / "RESULTS.md"
+    out = paraphrase_mcp.main(["--split", "heldout", "--notes", "12", "--results", str(results)])
+    assert "## Paraphrase set (team notes asked in other words) through MCP, heldout" in results.read_text()
+    assert "stdio served by the relay to the shared server" in out["body"] and "stopped pid" in out["body"]
+    asked = paraphrase.load_questions("heldout", notes=paraphrase.load_notes(limit=12))
+    scores, heldout = out["scores"], paraphrase.select("heldout")
+    for system in out["systems"]:
+        assert scores.count(system, heldout) == len(asked) > 0, system
+        assert 0.0 <= scores.mean(system, heldout, "R@1") <= scores.mean(system, heldout, "R@10") <= 1.0
+    assert scores.mean(paraphrase_mcp.SMRITI_MCP, heldout, "H@10") > 0, "recall should find some notes"
+    assert len(out["timing"]["mcp:store"]) == 12 and len(out["timing"]["mcp:search"]) == len(asked)
