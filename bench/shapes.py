@@ -13,18 +13,20 @@ Shapes, all in process with the same variants (the defaults first; ``--variants 
 * notes: LoCoMo observations, one fact per memory (``bench.notes``): the same conversations;
 * passages: HotpotQA passages in one pool (``bench.hotpotqa_tune``): the first half of the 500
   questions for tune, the second for heldout;
-* passages-labelled (``--labelled``): the same passages stored as ``"Title: <title>\\n<text>"``.
+* passages-labelled (``--labelled``): the same passages stored as ``"Title: <title>\\n<text>"``;
+* paraphrase: hand-written team notes in one memory, asked in other words (``bench.paraphrase``):
+  the questions marked tune or heldout.
 
 Every store is built once and kept in ``bench/.cache`` (per embedder and conversation), and MiniLM
 vectors are cached with ``--embedding-cache``, so a re-run only asks the questions; ``--jobs 2``
 asks two shapes at a time in separate processes.
 
 Prints one table: a row per (variant, shape) with R@5, R@10 and the shape's extra (session R@10 for
-turns, Hit@5 for notes, both@5 for passages), the variant's change against the defaults on that
-shape, and after each variant a "min over shapes" row: the worst of its changes, so a change that
-wins on one shape and loses on another shows. Averages are micro averages over the questions
-(LoCoMo categories 1-4; both HotpotQA types). ``--json PATH`` (``-`` for stdout) writes the same
-figures as JSON.
+turns, Hit@5 for notes, both@5 for passages, top-1 for paraphrase), the variant's change against
+the defaults on that shape, and after each variant a "min over shapes" row: the worst of its
+changes, so a change that wins on one shape and loses on another shows. Averages are micro
+averages over the questions (LoCoMo categories 1-4; both HotpotQA types; every paraphrase
+question). ``--json PATH`` (``-`` for stdout) writes the same figures as JSON.
 """
 
 from __future__ import annotations
@@ -38,16 +40,27 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bench import paraphrase
 from bench.common import CACHE_DIR, fmt, markdown_table, setup_logging
 from bench.locomo import ABLATIONS, SCORED
 from bench.tuning import DEFAULTS, Variants, add_tuning_options, load_variants, tuning_embedder
 
 logger = logging.getLogger("smriti.bench.shapes")
 
-SHAPES = ("turns", "notes", "passages", "passages-labelled")
+SHAPES = ("turns", "notes", "passages", "passages-labelled", "paraphrase")
 # Per shape: the groups averaged over and the extra metric (its column title, its Scores key).
-GROUPS = {"turns": SCORED, "notes": SCORED, "passages": ("bridge", "comparison")}
-EXTRAS = {"turns": ("session R@10", "S@10"), "notes": ("Hit@5", "H@5"), "passages": ("both@5", "both@5")}
+GROUPS = {
+    "turns": SCORED,
+    "notes": SCORED,
+    "passages": ("bridge", "comparison"),
+    "paraphrase": paraphrase.GROUPS,
+}
+EXTRAS = {
+    "turns": ("session R@10", "S@10"),
+    "notes": ("Hit@5", "H@5"),
+    "passages": ("both@5", "both@5"),
+    "paraphrase": ("top-1", "R@1"),
+}
 EXTRA_COLUMNS = [title for title, _ in EXTRAS.values()]
 
 
@@ -71,6 +84,8 @@ def shape_scores(shape: str, options: dict[str, Any], embedder: Any | None = Non
         )
     elif shape == "notes":
         scores = notes.tune_scores(split, *common, options["conversations"], options["questions"])
+    elif shape == "paraphrase":
+        scores = paraphrase.tune_scores(split, *common)
     else:
         scores = hotpotqa_tune.tune_scores(
             split, *common, options["passage_questions"], labelled=shape == "passages-labelled"
