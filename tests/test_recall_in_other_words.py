@@ -16,6 +16,7 @@ import pytest
 from smriti.memory import Memory
 from smriti.nodes.candidates import memory_subject
 from smriti.nodes.refine import entity_factor, is_time_name
+from smriti.nodes.relations import bridged_total
 from smriti.nodes.scoring import Fusion, coverage, fused_relevance, support_factor
 from smriti.nodes.textsim import siblings
 from smriti.providers.heuristic import parse_query_offline
@@ -54,6 +55,29 @@ def test_one_common_word_no_longer_outranks_the_nearest_in_meaning():
     assert common_word < nearest < specific
     unweighed, _ = fused_relevance({"similarity": 0.7, "text": 1.0}, ranked, Fusion(fusion.weights, 5, 0.0))
     assert unweighed > nearest  # what it was: the single common word won
+
+
+def test_the_bridge_raises_a_memory_to_the_seed_that_named_it_at_most():
+    assert bridged_total(0.5, 0.45, 0.9, below_seed=True) == pytest.approx(0.9)
+    assert bridged_total(0.3, 0.2, 0.9, below_seed=True) == pytest.approx(0.5)
+    assert bridged_total(0.95, 0.45, 0.9, below_seed=True) == pytest.approx(0.95)  # own relevance kept
+    assert bridged_total(0.5, 0.45, 0.9, below_seed=False) == pytest.approx(0.95)
+
+
+def test_a_note_about_what_the_answer_names_does_not_outrank_the_answer(settings):
+    """ "Priya owns payments-api" answers the question; the bridge follows payments-api to the
+    notes about it, which may join the answer but not pass it."""
+    embedder = KeywordEmbeddings(["review", "reviewer", "refund", "change", "retries", "charges"])
+
+    def first(below_seed: bool) -> str:
+        tuned = settings.model_copy(update={"bridge_below_seed": below_seed})
+        with Memory.open(tuned, embedder=embedder, user=f"u{below_seed}") as memory:
+            memory.store("Priya owns payments-api and is the first reviewer for any refund change")
+            memory.store("payments-api retries refund charges at most twice")
+            memory.store("payments-api keeps a pool of 20 connections")
+            return _texts(memory.recall("Who should review my refund change?", limit=3))[0]
+
+    assert first(below_seed=True).startswith("Priya owns payments-api")
 
 
 # ----------------------------------------------------------------------------- query focus

@@ -132,6 +132,10 @@ class FocusSettings(Section):
     bridge_seeds: int = Field(
         default=3, ge=0, description="best candidates whose named entities are followed"
     )
+    bridge_below_seed: bool = Field(
+        default=True,
+        description="a memory the bridge raises rises to the memory that named its subject at most",
+    )
     bridge_max_links: int = Field(
         default=20,
         ge=1,

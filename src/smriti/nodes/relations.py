@@ -316,6 +316,16 @@ def bridged_relevance(
     return (seeds[via] * weight if via else 0.0), via
 
 
+def bridged_total(own: float, gain: float, seed: float, below_seed: bool) -> float:
+    """own + gain; with ``below_seed``, a memory raised by the bridge rises to the seed that named
+    it at most (max(own, min(own + gain, seed))): the second hop joins the first, it does not
+    replace it. Notes about a service an answer names ("payments-api retries twice", raised by
+    "Priya owns payments-api ...") had outranked the answer itself."""
+    if not below_seed:
+        return own + gain
+    return max(own, min(own + gain, seed))
+
+
 @traced
 def bridge(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
     """A memory that names an entity leads to the memories about that entity (see the module doc)."""
@@ -366,7 +376,7 @@ def bridge(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any
         if gain <= 0 or via == engram_id:
             continue
         item = candidate.copy()
-        item.relevance += gain
+        item.relevance = bridged_total(candidate.relevance, gain, relevance[via], settings.bridge_below_seed)
         item.origins = [*item.origins, "bridge"]
         item.via = item.via or via
         # Explained by the walk it took: the seed memory names the entity this one is about.
