@@ -122,9 +122,7 @@ def shell_commands(body: str) -> Iterator[list[str]]:
                 command.append(word)
 
 
-def problems(
-    block: Block, cli: Any, targets: set[str], settings: set[str], mcp: set[str]
-) -> list[str]:
+def problems(block: Block, cli: Any, targets: set[str], settings: set[str], mcp: set[str]) -> list[str]:
     found: list[str] = []
     where = f"{block.page} ({block.info or 'no language'} block)"
     if block.info == "json":
