@@ -180,6 +180,10 @@ def server_summary(status: Mapping[str, Any]) -> dict[str, Any]:
             summary["memory"] = ", ".join(f"{memory.get(key)} {key}" for key in keys)
     elif "memory" in status:
         summary["memory"] = "not open yet"
-    summary["changed settings"] = dict(changed) if changed else "none (every setting at its default)"
     summary["log"] = status.get("log")
+    # Each changed setting a row of its own, by its variable's name (values as the server has them).
+    summary["changed settings"] = (
+        f"{len(changed)} below" if changed else "none (every setting at its default)"
+    )
+    summary.update({f"  {name}": value for name, value in changed.items()})
     return summary
