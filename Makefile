@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SERVER_STAMP := $(VENV)/.installed-server
 
-.PHONY: install run test lint typecheck pyright docs generated-docs format bench bench-scale clean check-python
+.PHONY: install install-server run test lint typecheck pyright docs generated-docs format bench bench-scale clean check-python
 
 # A .venv made by another Python (a 3.11 or 3.13 on PATH once) fails later in confusing ways:
 # say so before anything is installed into it.
@@ -39,6 +39,9 @@ $(SERVER_STAMP): pyproject.toml requirements-minilm.txt | check-python
 	touch $(SERVER_STAMP)
 
 install: $(STAMP)
+
+# The server alone, for a client user: what `make run` installs, without the development tools.
+install-server: $(SERVER_STAMP)
 
 # stdout is the MCP channel: the set-up step reports on stderr, and make echoes nothing.
 run:

@@ -75,6 +75,22 @@ def test_statements_keep_the_durable_ones_only():
     ]  # no tool results, no code, no questions, no chatter
 
 
+def test_decisions_said_as_the_plan_are_kept_and_plain_next_steps_are_not():
+    decisions = [
+        "We will use PostgreSQL with pgvector for the search index.",
+        "We'll go with gRPC between the billing services.",
+        "We are going to switch to uv for the Python builds.",
+        "Let's use cursor pagination on the public API.",
+        "We went with Tailwind for the admin dashboard.",
+    ]
+    chatter = [
+        "We will look at the failing tests after lunch.",
+        "I'll run the migration script again now.",
+        "We will use it later?",  # a question is never a statement
+    ]
+    assert list(statements([" ".join(decisions + chatter)])) == decisions
+
+
 def test_a_session_end_hook_payload_is_captured_once(tmp_path):
     transcript = tmp_path / f"{SESSION}.jsonl"
     transcript.write_text("\n".join(TRANSCRIPT) + "\n")

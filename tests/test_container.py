@@ -8,6 +8,7 @@ over streamable HTTP on a real FalkorDB (falkordblite on loopback), compose.yaml
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import socket
@@ -31,6 +32,8 @@ UID = 1000  # the image's smriti user
 FACT = "Alice prefers PostgreSQL with pgvector for retrieval projects."
 # The first run on a machine bootstraps the base and builds every layer: minutes, not seconds.
 BUILD_TIMEOUT = pytest.mark.timeout(1800)
+# What the Dockerfile may add to its base (docs/container.md, "Size": measured, plus a margin).
+ADDED_LIMIT_MB = 400
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +93,58 @@ def test_the_image_serves_stdio_offline_as_smriti_with_its_memory_in_the_volume(
         assert second.close() == 0
     finally:
         second.kill()
+
+
+@pytest.mark.slow
+@BUILD_TIMEOUT
+def test_a_root_owned_memory_folder_is_one_line_and_an_answer_to_initialize(image, tmp_path):
+    """What Docker creates for a missing host folder: root's, which the image's user cannot
+    write. The client gets its initialize answered with the reason, not a closed pipe."""
+    volume = tmp_path / "made-by-docker"
+    volume.mkdir(mode=0o755)  # owned by root: the tests run as root
+    run = tools.podman("run", "-i", "--rm", "--network", "none", *tools.limits())
+    params = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
+    lines = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}) + "\n"
+    done = subprocess.run(
+        [*run, "-v", f"{volume}:{MEMORY}", image], input=lines, capture_output=True, text=True, timeout=120
+    )
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(replies) == 1 and replies[0]["id"] == 1, (replies, done.stderr)
+    assert "cannot write the memory folder" in replies[0]["error"]["message"], replies
+    assert "Traceback" not in done.stderr, done.stderr
+    said = [line for line in done.stderr.splitlines() if line.strip()]
+    assert said == [f"smriti-mcp: {replies[0]['error']['message'].removeprefix('Smriti cannot start: ')}"], (
+        said
+    )
+    assert "uid 1000" in said[0] and done.returncode == 1
+    assert list(volume.iterdir()) == []
+
+
+@pytest.mark.slow
+@BUILD_TIMEOUT
+def test_the_image_adds_little_to_its_base(image):
+    """No build tools, caches or debug symbols in the final stage (docs/container.md, "Size")."""
+    added = tools.inspect(image)["Size"] - tools.inspect(tools.base_image())["Size"]
+    print(f"image: {tools.inspect(image)['Size'] / 1e6:.0f} MB, {added / 1e6:.0f} MB over its base")
+    assert added < ADDED_LIMIT_MB * 1e6, f"{added / 1e6:.0f} MB over the base"
+    found = subprocess.run(
+        [
+            *tools.podman("run", "--rm", "--network", "none", *tools.limits(), "--entrypoint", "sh"),
+            image,
+            "-c",
+            "ls /opt/smriti/bin/pip 2>&1; find / -xdev -name model.safetensors",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "No such file" in found.stdout, found.stdout  # no installer in the venv
+    weights = [line for line in found.stdout.splitlines() if line.endswith("model.safetensors")]
+    assert len(weights) == 1, weights  # MiniLM's weights, once
 
 
 def free_port() -> int:

@@ -110,6 +110,26 @@ def test_the_site_builds_with_strict_link_checking(tmp_path):
     built = _build(REPO / "mkdocs.yml", tmp_path / "site")
     assert built.returncode == 0, built.stderr
     assert (tmp_path / "site" / "pipelines" / "index.html").is_file()
+    _diagrams_render_offline(tmp_path / "site")
+
+
+def _diagrams_render_offline(site: Path) -> None:
+    """The pages load the vendored Mermaid, after the theme's bundle (which fetches Mermaid from
+    unpkg.com only when no global ``mermaid`` is defined) and before the page is loaded; it is
+    the major version that bundle asks for, and its licence travels with it."""
+    page = (site / "pipelines" / "index.html").read_text(encoding="utf-8")
+    scripts = re.findall(r'<script src="([^"]+)"', page)
+    bundle = next(i for i, src in enumerate(scripts) if "assets/javascripts/bundle." in src)
+    assert scripts.index("../vendor/mermaid/mermaid.min.js") > bundle, scripts
+    assert 'class="mermaid"' in page
+    vendored = site / "vendor" / "mermaid"
+    script = (vendored / "mermaid.min.js").read_text(encoding="utf-8")
+    assert script.rstrip().endswith(
+        'globalThis["mermaid"] = globalThis.__esbuild_esm_mermaid_nm["mermaid"].default;'
+    )
+    wanted = re.search(r"unpkg\.com/mermaid@(\d+)/", (site / scripts[bundle].removeprefix("../")).read_text())
+    assert wanted is not None and f'version:"{wanted[1]}.' in script
+    assert "MIT License" in (vendored / "LICENSE").read_text(encoding="utf-8")
 
 
 def test_a_broken_link_fails_the_site_build(tmp_path):

@@ -76,7 +76,7 @@ def test_branch_rank_counts_strictly_better_hits():
 
 
 def test_composite_default_weights_and_penalties():
-    weights = CompositeWeights(0.4, 0.2, 0.2, 0.2)  # the defaults of DESIGN.md
+    weights = CompositeWeights(0.4, 0.2, 0.2, 0.2)  # the defaults of ScoringSettings
     score, parts = composite_score(1.0, 1.0, 1.0, 1.0, weights)
     assert score == pytest.approx(1.0)
     score, parts = composite_score(0.5, 0.0, 0.5, 1.0, weights)
@@ -218,3 +218,17 @@ def test_the_hashing_embedder_is_lexical_and_the_context_fuses_accordingly(make_
 
     context = make_context()  # the tests' default embedder: hashing
     assert context.fusion.weights["text"] == LEXICAL_FUSION_WEIGHTS["text"]
+
+
+def test_the_reported_score_is_clamped_to_0_1_in_ranking_order_with_the_raw_in_explain():
+    """A boost (the bridge's relevance) can lift a ranking score past 1; the result format
+    promises [0, 1], so the reported score is clamped, the order kept, the raw value explained."""
+    from smriti.nodes.rank import unified_result
+    from smriti.nodes.state import Candidate
+
+    ranked = [Candidate(id="a", score=1.099), Candidate(id="b", score=1.045), Candidate(id="c", score=0.4)]
+    plain = unified_result("q", "recall", ranked, explain=False)["results"]
+    assert [(item["id"], item["score"]) for item in plain] == [("a", 1.0), ("b", 1.0), ("c", 0.4)]
+    explained = unified_result("q", "recall", ranked, explain=True)["results"]
+    assert [item["components"]["raw_score"] for item in explained] == [1.099, 1.045, 0.4]
+    assert all(0.0 <= item["score"] <= 1.0 for item in explained)

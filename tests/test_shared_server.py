@@ -549,6 +549,38 @@ def test_the_relay_reads_the_environment_as_the_settings_do(env, monkeypatch):
     assert attachment.log_level == settings.log_level
 
 
+def test_smriti_status_shows_what_matters_and_all_shows_everything(shared, tmp_path):
+    """The summary: running, sessions, the memory's counts and only the settings changed from
+    their defaults (not the name of every setting); --all shows the whole report."""
+    from tests.raw_stdio import RawServer
+
+    one = shared(CONTEXT_SEEDS="2")
+    relay = RawServer(one.env, tmp_path / "relay.log")
+    try:
+        relay.initialize()
+        stored = relay.request(
+            2,
+            "tools/call",
+            {"name": "smriti_store", "arguments": {"content": "Alice prefers PostgreSQL with pgvector."}},
+        )
+        assert not stored["result"].get("isError"), stored
+        table = one.cli("status")
+        assert table.returncode == 0, table.stderr
+        shown = table.stdout
+        assert "running" in shown and "sessions" in shown and "1 memories" in shown, shown
+        assert "CONTEXT_SEEDS" in shown and "EMBEDDING_DIMS" in shown, shown  # changed: shown
+        assert "RECENCY_HALF_LIFE_DAYS" not in shown.upper() and "setting_names" not in shown, shown
+        assert len(shown.splitlines()) < 40, shown
+        everything = one.cli("status", "--all").stdout
+        assert "setting_names" in everything and "recency_half_life_days" in everything
+        report = json.loads(one.cli("status", "--json").stdout)
+        assert report["memory"]["memories"] == 1 and report["changed_settings"]["CONTEXT_SEEDS"] == "2"
+    finally:
+        relay.close_stdin()
+        relay.process.wait(10)
+        relay.stop()
+
+
 def test_smriti_status_counts_an_attached_relay_and_names_the_backend_auto_opened(shared, tmp_path):
     """With a stdio client attached through its relay, ``smriti status`` shows that session and
     the backend DB_TYPE=auto resolved to (not "sessions 0" and "db_type auto")."""

@@ -18,7 +18,9 @@ them, so existing imports keep working.
 from __future__ import annotations
 
 import getpass
+import os
 import re
+from pathlib import Path
 
 
 class SmritiError(Exception):
@@ -50,6 +52,10 @@ class SettingsError(UserError, ValueError):
 
 class UnsafeUserError(UserError, ValueError):
     """The user name cannot be used as a folder, database or graph name."""
+
+
+class FolderNotWritable(UserError, PermissionError):
+    """The memory's folder cannot be created or written by this process (see :func:`make_folder`)."""
 
 
 class RecordFormatError(InvalidInput):
@@ -173,3 +179,48 @@ def default_user() -> str:
         return getpass.getuser()
     except Exception:  # no passwd entry (some containers): still start, as a named default
         return "default"
+
+
+# ----------------------------------------------------------------------------- the memory's folder
+# Here for the same reason: the relay creates the user's folder (its sockets live there) with
+# the standard library only, and the servers and stores apply the same check.
+
+
+def make_folder(folder: Path, mode: int = 0o777) -> Path:
+    """Create ``folder`` (and its parents; ``mode`` less the umask) if needed and check this
+    process can write in it.
+
+    A folder this process cannot write fails at once with one line that says whose it is and
+    what to do, rather than a traceback from whichever write comes first: Docker creates a
+    missing volume folder as root's, and the image's user cannot write it.
+
+    Raises:
+        FolderNotWritable: it cannot be created, or is not writable and searchable.
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=mode)
+    except FileExistsError:
+        raise FolderNotWritable(f"the memory folder {folder} is a file, not a folder") from None
+    except PermissionError:
+        raise FolderNotWritable(_not_writable(folder)) from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise FolderNotWritable(_not_writable(folder))
+    return folder
+
+
+def _not_writable(folder: Path) -> str:
+    """Whose the blocking folder is (the nearest that exists) and what would let this user in."""
+    existing = folder
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    try:
+        info = existing.stat()
+        owner = f"owned by uid {info.st_uid} with mode {info.st_mode & 0o777:o}"
+    except OSError:
+        owner = "not readable"
+    uid = os.getuid() if hasattr(os, "getuid") else "this user"
+    return (
+        f"cannot write the memory folder {folder}: {existing} is {owner} and this process runs as "
+        f"uid {uid}; make it writable for uid {uid} (chown -R {uid} {existing}; for a container's "
+        "volume, the host folder mounted there) or set STORAGE_LOCATION to a folder it can write"
+    )

@@ -37,7 +37,14 @@ MIN_CHARS, MAX_CHARS = 20, 500  # a statement, not a fragment or a pasted file
 _DURABLE = re.compile(
     r"\b(decided|decision|agreed|prefer(s|red)?|always|never|must|should always|remember|"
     r"the deadline|deadline is|we use|is located|lives in|works (at|on|for)|"
-    r"is called|is named|my name is|birthday|allergic|password policy|convention)\b",
+    r"is called|is named|my name is|birthday|allergic|password policy|convention)\b"
+    # A decision said as the plan ("We will use Postgres", "we'll go with gRPC", "let's use
+    # uv"): the choice, not a step of the work ("we will look at the logs"), so the verb is one
+    # that picks something.
+    r"|\b(we|i)\s*('ll|\s+will|\s+shall|\s+are\s+going\s+to|'re\s+going\s+to|\s+am\s+going\s+to)"
+    r"\s+(use|go\s+with|adopt|switch\s+to|migrate\s+to|move\s+to|stick\s+with|standardi[sz]e\s+on)\b"
+    r"|\blet'?s\s+(use|go\s+with|adopt|switch\s+to|stick\s+with)\b"
+    r"|\bwe\s+(chose|picked|settled\s+on|went\s+with|switched\s+to|are\s+using)\b",
     re.IGNORECASE,
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")

@@ -39,6 +39,7 @@ from smriti.cli.render import (
     out,
     print_json,
     results_table,
+    server_summary,
     trace_renderables,
 )
 from smriti.cli.shared import SharedRuntime, shared_runtime
@@ -554,19 +555,27 @@ def restore(
 
 
 @app.command()
-def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
-    """Show the user's shared server (pid, socket, uptime, sessions); exit 1 when none runs."""
+def status(
+    ctx: typer.Context,
+    as_json: JsonFlag = False,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Everything the server reports, every setting's name included.")
+    ] = False,
+) -> None:
+    """Show the user's shared server (pid, sessions, memory counts, changed settings); exit 1
+    when none runs."""
     from smriti.server.shared.client import server_status, shared_paths
 
     with _handled():
         paths = shared_paths(_user_settings(ctx))
-        running = server_status(paths)
+        running = server_status(paths, timeout=10.0, memory=True)
     if as_json:
         print_json(running or {"running": False, "socket": str(paths.socket)})
     elif running is None:
         notice(f"no shared Smriti server runs for this user ({paths.socket})")
     else:
-        out().print(mapping_table("shared Smriti server", running))
+        shown = running if show_all else server_summary(running)
+        out().print(mapping_table("shared Smriti server", shown))
     if running is None:
         raise typer.Exit(1)
 

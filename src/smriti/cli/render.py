@@ -155,3 +155,35 @@ def context_lines(result: Mapping[str, Any], max_chars: int, budget: int | None 
         lines.append(line)
         used += len(line) + 1
     return lines
+
+
+def server_summary(status: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``smriti status`` shows of the shared server's ``/status`` (``--all``: everything):
+    that it runs, for whom, its sessions, the memory's counts and the settings it runs with
+    that differ from their defaults, not the name of every setting."""
+    memory = status.get("memory")
+    changed = status.get("changed_settings") or {}
+    summary: dict[str, Any] = {
+        "server": f"running, pid {status.get('pid')}, version {status.get('version')}",
+        "user": status.get("user"),
+        "database": status.get("db_type"),
+        "uptime": f"{status.get('uptime_s')} s",
+        "sessions": status.get("sessions"),
+        "requests": f"{status.get('requests')} ({status.get('requests_in_flight')} in flight)",
+        "idle": f"{status.get('idle_s')} s (exits after {status.get('idle_timeout_s')} s)",
+    }
+    if isinstance(memory, Mapping):
+        if "error" in memory:
+            summary["memory"] = f"not counted: {memory['error']}"
+        else:
+            keys = ("memories", "cues", "associations", "clusters")
+            summary["memory"] = ", ".join(f"{memory.get(key)} {key}" for key in keys)
+    elif "memory" in status:
+        summary["memory"] = "not open yet"
+    summary["log"] = status.get("log")
+    # Each changed setting a row of its own, by its variable's name (values as the server has them).
+    summary["changed settings"] = (
+        f"{len(changed)} below" if changed else "none (every setting at its default)"
+    )
+    summary.update({f"  {name}": value for name, value in changed.items()})
+    return summary

@@ -167,7 +167,7 @@ class FocusSettings(Section):
 
 
 class ScoringSettings(Section):
-    """The final score (DESIGN.md, "Scoring"): the composite profile or Memory Fabric's, the
+    """The final score (docs/recall.md, step "score"): the composite profile or Memory Fabric's, the
     penalties of expanded results, recall's reinforcement and the Memory Fabric stages."""
 
     slug = "scoring"

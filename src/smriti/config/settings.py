@@ -9,7 +9,7 @@ settings are documented (``docs/settings.md``, generated) and shown (``smriti co
 belongs to the section class that declares it (:data:`SECTIONS`, in the order shown).
 
 Names and defaults follow the original Smriti (Go) server so an existing MCP client
-configuration keeps working; the Memory Fabric variables and the scoring knobs of DESIGN.md are
+configuration keeps working; the Memory Fabric variables and the scoring knobs (docs/recall.md) are
 added. Nothing reads the environment at import time: call :func:`load_settings` (or build
 :class:`Settings` yourself in library use).
 """

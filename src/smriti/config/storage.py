@@ -30,7 +30,14 @@ class StorageSettings(Section):
 
     accessing_user: str = Field(
         default_factory=default_user,
-        description="user whose memory is opened; default the login name, so each person gets their own",
+        description=(
+            "user whose memory is opened on stdio and with --no-auth (over HTTP with tokens, each "
+            "token's user): its folder STORAGE_LOCATION/{user}/, its FalkorDB graph or Neo4j "
+            "database. 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit (no "
+            "path separator, '..', space or quote: refused at start). Default the login name "
+            "(the first of LOGNAME, USER, LNAME, USERNAME set, else the account's name; 'default' when "
+            "there is none, as in a container run with an unknown --user), so each person gets their own"
+        ),
         json_schema_extra={"default_text": "the login name"},
     )
     storage_location: Path = Field(

@@ -1,6 +1,6 @@
 """Recall's last steps: score with the profile and keep the top ``limit``, demote superseded
 memories (when ``include_superseded`` kept them), reinforce what was recalled, and format the
-unified result (DESIGN.md, Memory Fabric).
+unified result (docs/tools.md, "The result format").
 
 The result's ``parsed`` (Memory Fabric step 1) words what the query was taken to ask:
 ``extract_query_cues`` (``nodes/search.py``) computed cues, hints and intent for the search itself;
@@ -137,11 +137,17 @@ def parsed_result(query: str, parsed: dict[str, Any]) -> dict[str, Any]:
 
 def format_item(candidate: Candidate, explain: bool) -> dict[str, Any]:
     """One result: {id, text, score, source, timestamp, entities, graph_relations, memory_type,
-    cluster_id, metadata} (+ ``components`` with ``explain``)."""
+    cluster_id, metadata} (+ ``components`` with ``explain``).
+
+    The reported ``score`` is clamped to [0, 1], the range the result format promises: a boost
+    (the bridge's, the cross-reference's) can lift a ranking score past 1. The results are
+    already in ranking order, so clamping changes no order; ``explain`` keeps the unclamped
+    value as ``components["raw_score"]``.
+    """
     item: dict[str, Any] = {
         "id": candidate.id,
         "text": candidate.text,
-        "score": round(float(candidate.score), 6),
+        "score": round(min(max(float(candidate.score), 0.0), 1.0), 6),
         "source": candidate.source or "memory",
         "timestamp": candidate.created_at.isoformat(),
         "entities": list(candidate.entities),
@@ -169,6 +175,7 @@ def format_item(candidate: Candidate, explain: bool) -> dict[str, Any]:
         item["superseded_by"] = candidate.superseded_by
     if explain:
         item["components"] = {
+            "raw_score": round(float(candidate.score), 6),
             "similarity": round(candidate.similarity, 6),
             "text_score": round(candidate.text_score, 6),
             "cue_score": round(candidate.cue_score, 6),

@@ -426,7 +426,7 @@ class RecallInput(TypedDict):
 
 
 class RecallOutput(TypedDict):
-    result: dict[str, Any]  # the unified result format (DESIGN.md)
+    result: dict[str, Any]  # the unified result format (docs/tools.md)
     trace: list[TraceEntry]
 
 

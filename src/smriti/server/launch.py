@@ -19,7 +19,7 @@ import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from smriti import __version__
 from smriti.errors import SettingsError, SmritiError
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 # the stdio relay, what MCP clients start (one per tool call for some), needs none of them.
 
 logger = logging.getLogger("smriti.server")
+
+INTERNAL_ERROR = -32603  # JSON-RPC's code for a server that cannot do what was asked
 
 
 async def _serve_stdio(server: MCPServer, closed: threading.Event) -> None:
@@ -143,6 +145,12 @@ def _serve_in_process(
         except SmritiError as error:
             print(f"smriti-mcp: {error}", file=sys.stderr)
             raise SystemExit(2) from None
+    refused = storage_refusal(settings, one_user=auth is None)
+    if refused is not None:
+        print(f"smriti-mcp: {refused}", file=sys.stderr, flush=True)
+        if transport == "stdio":
+            refuse_on_stdio(refused)
+        raise SystemExit(1)
     closed = threading.Event()
     from smriti.blas import one_thread_for_this_process
 
@@ -174,6 +182,50 @@ def _serve_in_process(
         print(f"smriti-mcp: {message}", file=sys.stderr)
         raise SystemExit(1) from None
     logger.info("smriti-mcp: shut down cleanly")
+
+
+def storage_refusal(settings: Settings, one_user: bool = True) -> str | None:
+    """Why the memory's folder cannot be used (one line), else None; creates it if needed.
+
+    Checked before anything opens, so a folder this process cannot write (a volume Docker
+    created as root's) is one line, not a traceback from the first write. ``one_user``: the
+    folder of ACCESSING_USER (stdio, --no-auth); else STORAGE_LOCATION, where each
+    authenticated user's folder goes. The database servers (Neo4j, FalkorDB) keep no files there.
+    """
+    from smriti.errors import make_folder, validate_user_name
+
+    if settings.db_type in ("neo4j", "falkordb"):
+        return None
+    try:
+        folder = settings.storage_location
+        if one_user:
+            folder = folder / validate_user_name(settings.accessing_user)
+        make_folder(folder)
+    except SmritiError as error:
+        return str(error)
+    return None
+
+
+def refuse_on_stdio(message: str) -> NoReturn:
+    """Answer every request the client sends with ``message`` until it closes stdin, then exit 1.
+
+    A client that gets no answer to ``initialize`` shows a timeout or "server disconnected",
+    not the reason: this way the reason is what it shows. Notifications and lines that are not
+    JSON-RPC requests get no answer (nothing else of the session can run).
+    """
+    import json
+
+    for raw in sys.stdin.buffer:
+        try:
+            message_in = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(message_in, dict) and "method" in message_in and "id" in message_in:
+            error = {"code": INTERNAL_ERROR, "message": f"Smriti cannot start: {message}"}
+            reply = {"jsonrpc": "2.0", "id": message_in["id"], "error": error}
+            sys.stdout.write(json.dumps(reply) + "\n")
+            sys.stdout.flush()
+    raise SystemExit(1)
 
 
 class _Parser(argparse.ArgumentParser):

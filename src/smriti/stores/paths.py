@@ -14,7 +14,7 @@ from pathlib import Path
 
 import filelock
 
-from smriti.errors import UnsafeUserError
+from smriti.errors import UnsafeUserError, make_folder
 from smriti.stores.base import validate_user_name
 
 SQLITE_FILE = "memory.sqlite"
@@ -34,13 +34,14 @@ def store_path(storage_location: Path | str, user: str, file_name: str) -> Path:
 
     Raises:
         UnsafeUserError: the name is refused, or the user folder resolves elsewhere (a symlink).
+        FolderNotWritable: the user folder cannot be created or written by this process.
     """
     validate_user_name(user)
     root = Path(storage_location).expanduser().resolve()
     path = (root / user / file_name).resolve()
     if not path.is_relative_to(root) or path.parent.name != user or path.parent.parent != root:
         raise UnsafeUserError(f"the store of user {user!r} would resolve outside {root}: {path}")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     return path
 
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from smriti.errors import StoreError, UserError, default_user, validate_user_name
+from smriti.errors import StoreError, UserError, default_user, make_folder, validate_user_name
 
 logger = logging.getLogger("smriti.shared")
 
@@ -189,8 +189,12 @@ def shared_paths(settings: UserPlace) -> SharedPaths:
 
 
 def prepare_folders(paths: SharedPaths) -> None:
-    """Create the storage folder (and a private socket folder) with owner-only permissions."""
-    paths.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create the storage folder (and a private socket folder) with owner-only permissions.
+
+    Raises:
+        FolderNotWritable: the storage folder cannot be created or written (one line).
+    """
+    make_folder(paths.folder, mode=0o700)
     if paths.socket.parent != paths.folder:
         paths.socket.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         info = paths.socket.parent.stat()
@@ -266,11 +270,12 @@ def http_client(paths: SharedPaths, timeout: float | None = 5.0) -> Any:
     )
 
 
-def server_status(paths: SharedPaths, timeout: float = 2.0) -> dict[str, Any] | None:
+def server_status(paths: SharedPaths, timeout: float = 2.0, memory: bool = False) -> dict[str, Any] | None:
     """The running server's ``/status``, or None when nothing answers on the socket.
 
     One HTTP/1.0 exchange written by hand: http.client or httpx2 would cost the relay's start
-    more than the exchange itself.
+    more than the exchange itself. ``memory`` asks for the memory's counts too (a database
+    read: ``smriti status``, never the relay).
     """
     if not paths.socket.exists():
         return None
@@ -278,7 +283,8 @@ def server_status(paths: SharedPaths, timeout: float = 2.0) -> dict[str, Any] | 
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)
             sock.connect(str(paths.socket))
-            sock.sendall(b"GET /status HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            target = b"/status?memory=1" if memory else b"/status"
+            sock.sendall(b"GET " + target + b" HTTP/1.0\r\nHost: localhost\r\n\r\n")
             chunks = []
             while chunk := sock.recv(65536):
                 chunks.append(chunk)

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from smriti.config import load_settings, setting_env_names
+from smriti.config.reference import setting_rows
 from smriti.errors import NotFound, SmritiError, StoreError, UserError
 from smriti.server.http_limits import uvicorn_limits
 from smriti.server.sdk import session_count
@@ -124,12 +125,25 @@ def bind_socket(path: Path) -> socket.socket:
     return sock
 
 
-def _add_routes(server: MCPServer, status: Callable[[], dict[str, Any]], stop: Callable[[], None]) -> None:
+def _add_routes(
+    server: MCPServer,
+    status: Callable[[], dict[str, Any]],
+    stop: Callable[[], None],
+    counts: Callable[[], dict[str, Any] | None],
+) -> None:
     from starlette.responses import JSONResponse
 
     @server.custom_route("/status", methods=["GET"], include_in_schema=False)
-    async def _status(_: Request) -> Response:
-        return JSONResponse(status())
+    async def _status(request: Request) -> Response:
+        answer = status()
+        # The memory's counts only when asked (`smriti status`): the relays read /status on
+        # their start, which must not wait on the database.
+        if request.query_params.get("memory"):
+            try:
+                answer["memory"] = await anyio.to_thread.run_sync(counts)
+            except Exception as error:  # why: the status still answers; the count says why not
+                answer["memory"] = {"error": str(error)}
+        return JSONResponse(answer)
 
     @server.custom_route("/shutdown", methods=["POST"], include_in_schema=False)
     async def _shutdown(_: Request) -> Response:
@@ -186,10 +200,13 @@ class SharedServer:
         # the raw environment, as a relay, which reads no settings, digests its own.
         self.setting_names = setting_env_names()
         self.digest = environment_digest(self.setting_names)
+        self.changed_settings = {
+            row.variable: row.value for row in setting_rows(settings) if not row.is_default
+        }
         self.runtime: Runtime | None = None
         self.startup_error: BaseException | None = None
         self.mcp = build_server(settings, on_open=self._opened)
-        _add_routes(self.mcp, self.status, self.stop)
+        _add_routes(self.mcp, self.status, self.stop, self.memory_counts)
         _add_cli_routes(self.mcp, self._memory_runtime)
         app = self._http_app()
         self.activity = Activity(app)
@@ -276,7 +293,24 @@ class SharedServer:
             "idle_s": round(activity.idle_seconds(), 1),
             "idle_timeout_s": settings.shared_idle_timeout,
             "settings": self.digest,
+            # The settings this server runs with that differ from their defaults (secrets
+            # masked): what `smriti status` shows of them.
+            "changed_settings": self.changed_settings,
             "setting_names": self.setting_names,
+        }
+
+    def memory_counts(self) -> dict[str, Any] | None:
+        """The open memory's counts (a blocking read: call it in a worker thread), or None
+        before the memory is open."""
+        if self.runtime is None:
+            return None
+        stats = self.runtime.memory.context.store.stats()
+        return {
+            "memories": stats.engrams,
+            "cues": stats.cues,
+            "associations": stats.associations,
+            "clusters": stats.clusters,
+            "location": stats.location,
         }
 
     def stop(self) -> None:
