@@ -206,10 +206,14 @@ def _transaction_on(node: Any, commands: Sequence[tuple[Any, ...]], durability: 
             for _ in commands:
                 try:
                     connection.read_response()  # QUEUED
+                except lost:
+                    raise  # a lost connection is not a refusal (redis-py's are RedisErrors too)
                 except RedisError as error:
                     refused.append(error)
             try:
                 replies = connection.read_response()
+            except lost:
+                raise
             except RedisError as error:  # EXECABORT: nothing ran
                 if refused and all(isinstance(e, redirected) for e in refused):
                     raise NotApplied(str(refused[0])) from refused[0]
