@@ -13,6 +13,8 @@ store is acknowledged and whole.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -153,4 +155,46 @@ def test_a_store_waits_for_the_server_to_come_back(server, settings, phase):
     finally:
         logger.removeHandler(watcher)
         logger.setLevel(level)
+        memory.close()
+
+
+def test_falkordb_killed_after_the_batch_was_sent(server, settings, monkeypatch):
+    """Killed once the write batch is on the wire, before it answered (stopped, the batch sent,
+    then killed -9): the store fails saying it may be written, never "refused" nor "internal
+    error"; once the server is back the memory is whole or absent, and the store retried leaves
+    one whole memory."""
+    from redis.connection import AbstractConnection
+
+    memory = _open(settings, server, failover_seconds=0.2)
+    try:
+        memory.store("Alice keeps the deploy runbook in the ops wiki", source="chat")
+        before = memory.context.store.count_engrams()
+        send = AbstractConnection.send_packed_command
+        armed = threading.Event()
+        armed.set()
+
+        def send_then_kill(self, command, check_health=True):
+            chunks = command if isinstance(command, list | tuple) else [command]
+            batch = armed.is_set() and any(b"EXEC" in bytes(chunk) for chunk in chunks)
+            if batch:
+                armed.clear()
+                assert server.process is not None
+                os.kill(server.process.pid, signal.SIGSTOP)  # it receives, it cannot answer
+            send(self, command, check_health)
+            if batch:
+                server.kill()
+
+        monkeypatch.setattr(AbstractConnection, "send_packed_command", send_then_kill)
+        with pytest.raises(StoreError) as raised:
+            memory.store(TEXT, source="chat")
+        assert "may or may not be written" in str(raised.value), str(raised.value)
+        assert "internal error" not in public_failure("store", raised.value)
+        monkeypatch.undo()
+        server.start()
+        count, uncued = _whole(memory)
+        assert count in (before, before + 1) and not uncued
+        memory.store(TEXT, source="chat")  # stored, or deduplicated into the whole memory
+        count, uncued = _whole(memory)
+        assert count == before + 1 and not uncued
+    finally:
         memory.close()
