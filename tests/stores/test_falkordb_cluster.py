@@ -165,3 +165,35 @@ def test_a_killed_primary_fails_over_and_no_acknowledged_store_is_lost(cluster, 
     finally:
         for memory in memories.values():
             memory.close()
+
+
+@pytest.mark.slow
+def test_two_replicas_keep_stores_acknowledged_through_a_primary_death(tmp_path, settings):
+    """3 primaries x 2 replicas, FALKOR_WAIT_REPLICAS=1: the victim's shard keeps a replica after
+    its primary dies and the other replica is promoted, so a store started after the kill waits
+    for the promotion (its reads and batch retried under FALKOR_FAILOVER_SECONDS) and is
+    acknowledged, with the dead node still down; nothing fails, nothing is lost."""
+    cluster = FalkorCluster(tmp_path / "cluster", masters=3, replicas=2)
+    try:
+        cfg = _cluster_settings(settings, cluster, falkor_failover_seconds=60.0)
+        user = USERS[0]
+        key = f"{user}_smriti"
+        with Memory.open(cfg, user=user) as memory:
+            acknowledged = [memory.store(f"{user} before the kill: billing moved to kafka")["id"]]
+            victim = cluster.primary_of(key)
+            victim.kill()
+            killed_at = time.monotonic()
+            # Stored straight after the kill: no primary yet; the store waits for the promotion.
+            acknowledged.append(memory.store(f"{user} during the failover: invoices moved to kafka")["id"])
+            first_acknowledged = time.monotonic() - killed_at
+            assert cluster.primary_of(key).port != victim.port
+            for item in range(5):  # the dead node is still down: the other replica confirms
+                acknowledged.append(
+                    memory.store(f"{user} after the failover {item}: ledger on postgres")["id"]
+                )
+            store = memory.context.store
+            assert {engram.id for engram in store.get_engrams(acknowledged)} == set(acknowledged)
+            assert not store.uncued_engram_ids()
+        print(f"first acknowledged store {first_acknowledged:.2f} s after the kill (node timeout 1 s)")
+    finally:
+        cluster.stop()

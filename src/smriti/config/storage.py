@@ -141,5 +141,8 @@ class BackendSettings(Section):
     falkor_failover_seconds: float = Field(
         default=10.0,
         ge=0,
-        description="FalkorDB cluster: how long a store retries while its shard fails over (0: no retry)",
+        description=(
+            "FalkorDB: how long a call (a store: its reads and its write batch together) retries while "
+            "the server restarts or its cluster shard fails over (0: no retry)"
+        ),
     )

@@ -18,7 +18,7 @@ import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, NamedTuple
 
 from smriti.stores.base import EmbeddingMismatchError, StoreError
@@ -29,7 +29,7 @@ from smriti.stores.migrations import Migration
 # The user's engrams, counted (what a database that keeps no count answers with).
 ENGRAM_COUNT = "MATCH (e:Engram {user: $user}) RETURN count(e) AS n"
 # A clause that writes (the query texts are constants of this package, keywords in capitals).
-_WRITE_CLAUSE = re.compile(r"\b(?:CREATE|MERGE|SET|DELETE|REMOVE)\b")
+WRITE_CLAUSE = re.compile(r"\b(?:CREATE|MERGE|SET|DELETE|REMOVE)\b")
 
 # One queued write: its query and its parameters ($user bound).
 Statement = tuple[str, dict[str, Any]]
@@ -75,6 +75,11 @@ class CypherConnection(ABC):
             StoreError: the database failed or could not be reached; when the batch's fate is
                 unknown (the connection dropped after it was sent) the message says so.
         """
+
+    def failover_window(self) -> AbstractContextManager[None]:
+        """A span of calls (a store: its reads and its write batch) that share one deadline for
+        retrying while the database has no primary; none by default (the driver retries)."""
+        return nullcontext()
 
     @abstractmethod
     def close(self) -> None:
@@ -199,7 +204,7 @@ class UserGraph:
             StoreError: ``query`` writes and a batch is open: a write whose rows are needed
                 cannot wait for the batch's end (an internal error, caught by the tests).
         """
-        if self.batching and _WRITE_CLAUSE.search(query):
+        if self.batching and WRITE_CLAUSE.search(query):
             raise StoreError("internal error: a write that returns rows was run inside a write batch")
         params["user"] = self.user
         return self.connection.run(query, params)
@@ -226,14 +231,16 @@ class UserGraph:
         if self.batching:
             yield
             return
-        self._local.queued = []
-        try:
-            yield
-            queued: list[Statement] = self._local.queued
-        finally:
-            self._local.queued = None
-        if queued:
-            self.connection.run_atomically(queued)
+        # The batch's reads and its writes share one failover deadline (falkor_exec).
+        with self.connection.failover_window():
+            self._local.queued = []
+            try:
+                yield
+                queued: list[Statement] = self._local.queued
+            finally:
+                self._local.queued = None
+            if queued:
+                self.connection.run_atomically(queued)
 
     def vector_literal(self, param: str) -> str:
         return self.connection.vector_literal(param)

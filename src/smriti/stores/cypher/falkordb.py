@@ -50,15 +50,23 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from smriti.stores.base import StoreError, validate_user_name
-from smriti.stores.cypher.connection import CypherConnection, EmbeddingJoin, Statement, UserGraph
-from smriti.stores.cypher.falkor_exec import Durability, run_transaction
+from smriti.stores.cypher.connection import (
+    WRITE_CLAUSE,
+    CypherConnection,
+    EmbeddingJoin,
+    Statement,
+    UserGraph,
+)
+from smriti.stores.cypher.falkor_exec import Durability, NotApplied, not_applied, retrying, run_transaction
 from smriti.stores.cypher.falkor_params import Vector32, params_header, refuse_nul
+from smriti.stores.cypher.falkor_schema import ensure_schema
 from smriti.stores.cypher.store import CypherGraphStore
 from smriti.stores.migrations import Migration
 from smriti.stores.search import SEARCHED_FIELDS
@@ -237,8 +245,28 @@ class FalkorDBConnection(CypherConnection):
         self.durability = durability or Durability()
         self._graph = client.select_graph(graph_name)
         self._owns_client = owns_client
+        self._local = threading.local()  # the calling thread's failover window (its deadline)
 
     # -- hooks --------------------------------------------------------------------------------
+    @contextmanager
+    def failover_window(self) -> Iterator[None]:
+        """Every call of the calling thread inside shares one deadline, FALKOR_FAILOVER_SECONDS
+        from now, for its retries while the server or shard has no primary (a store: its reads
+        and its write batch; see falkor_exec). Nested windows join the outer one."""
+        if getattr(self._local, "deadline", None) is not None:
+            yield
+            return
+        self._local.deadline = time.monotonic() + self.durability.failover_seconds
+        try:
+            yield
+        finally:
+            self._local.deadline = None
+
+    def _deadline(self) -> float:
+        """The open window's deadline, or FALKOR_FAILOVER_SECONDS from now for a lone call."""
+        deadline: float | None = getattr(self._local, "deadline", None)
+        return deadline if deadline is not None else time.monotonic() + self.durability.failover_seconds
+
     def run(self, query: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         from redis.exceptions import ConnectionError as RedisConnectionError
         from redis.exceptions import RedisError, TimeoutError
@@ -246,14 +274,22 @@ class FalkorDBConnection(CypherConnection):
         header = params_header(params) if params else ""
         if header is None:  # a value the fast form cannot carry: the client's own encoding
             refuse_nul(params or {})
-        try:
+
+        def once() -> Any:
             if header is None:
-                result = self._graph.query(query, dict(params or {}))
-            else:
-                result = self._graph.query(header + query)
-        except (RedisConnectionError, TimeoutError) as error:
+                return self._graph.query(query, dict(params or {}))
+            return self._graph.query(header + query)
+
+        read = not WRITE_CLAUSE.search(query)
+        try:
+            result = retrying(
+                self.client.connection, once, deadline=self._deadline(), read=read, what="query"
+            )
+        except (RedisConnectionError, TimeoutError, OSError, NotApplied) as error:
             raise StoreError(f"FalkorDB at {self.location} is unreachable: {error}") from error
         except RedisError as error:
+            if not_applied(error, read=True):  # no primary until the deadline
+                raise StoreError(f"FalkorDB at {self.location} is unreachable: {error}") from error
             raise StoreError(f"FalkorDB query failed on graph {self.graph_name!r}: {error}") from error
         names = [column[1] for column in result.header]
         return [dict(zip(names, row, strict=True)) for row in result.result_set]
@@ -269,7 +305,9 @@ class FalkorDBConnection(CypherConnection):
                 header = self._graph._build_params_header(dict(params))
             commands.append(("GRAPH.QUERY", self.graph_name, header + query, "--compact"))
         try:
-            run_transaction(self.client.connection, self.graph_name, commands, self.durability)
+            run_transaction(
+                self.client.connection, self.graph_name, commands, self.durability, self._deadline()
+            )
         except StoreError as error:
             raise StoreError(f"{error} ({self.location})") from error
 
@@ -476,29 +514,9 @@ class FalkorDBConnection(CypherConnection):
         return changes
 
     def ensure_schema(self) -> None:
-        """Exact-match indexes and unique keys; idempotent, cheap when already present."""
-        indexed = self._index_types()
-        for label, props in _RANGE_INDEXES:
-            # FalkorDB indexes attributes one by one (a composite index is one per attribute).
-            for prop in props:
-                if "RANGE" not in indexed.get(label, {}).get(prop, ()):
-                    self._schema_call(f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
-        for label, prop in _EDGE_INDEXES:
-            if "RANGE" not in indexed.get(label, {}).get(prop, ()):
-                self._schema_call(f"CREATE INDEX FOR ()-[r:{label}]-() ON (r.{prop})")
-        try:
-            constraints = self._graph.list_constraints()
-            existing = {(c["label"], tuple(c["properties"])) for c in constraints if c["type"] == "UNIQUE"}
-        except Exception as error:
-            raise StoreError(f"FalkorDB at {self.location} could not list constraints: {error}") from error
-        for label, props in _UNIQUE_KEYS:
-            if (label, props) in existing:
-                continue
-            try:
-                self._graph.create_node_unique_constraint(label, *props)
-            except Exception as error:
-                if "already exists" not in str(error):
-                    raise StoreError(f"FalkorDB could not create the {label} unique key: {error}") from error
+        """Exact-match indexes and unique keys: once per graph, one graph at a time per server
+        (falkor_schema says why: FalkorDB crashed on concurrent constraint creation)."""
+        ensure_schema(self, _RANGE_INDEXES, _EDGE_INDEXES, _UNIQUE_KEYS)
 
 
 class FalkorDBStore(CypherGraphStore):
