@@ -41,6 +41,7 @@ from smriti.cli.render import (
     results_table,
     trace_renderables,
 )
+from smriti.cli.service import service_app
 from smriti.cli.shared import SharedRuntime, shared_runtime
 from smriti.cli.tokens import token_app
 from smriti.cli.transfer import export_to, import_from, import_plain
@@ -65,6 +66,7 @@ app = typer.Typer(
 graph_app = typer.Typer(help="Print a pipeline graph as a Mermaid diagram.", no_args_is_help=True)
 app.add_typer(graph_app, name="graph")
 app.add_typer(token_app, name="token")
+app.add_typer(service_app, name="service")
 app.command("config")(config_command)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
