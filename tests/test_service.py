@@ -102,6 +102,10 @@ def test_the_systemd_unit_verifies_and_its_exact_command_serves_a_client_without
         assert "idle for" not in one.log()
         shown = one.cli("service", "status", "--platform", "systemd", "--json")
         assert shown.returncode == 0 and f"pid {server.pid}, the service's" in shown.stdout, shown.stdout
+        stopped = one.cli("stop")  # before an import, say: the manager does not restart a clean exit
+        assert stopped.returncode == 0, stopped.stderr
+        assert "stays stopped until: systemctl --user restart smriti.service" in stopped.stderr
+        assert server.wait(30) == 0
     finally:
         server.terminate()
         server.wait(30)

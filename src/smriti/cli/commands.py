@@ -41,7 +41,7 @@ from smriti.cli.render import (
     results_table,
     trace_renderables,
 )
-from smriti.cli.service import service_app
+from smriti.cli.service import restart_command, service_app
 from smriti.cli.shared import SharedRuntime, shared_runtime
 from smriti.cli.tokens import token_app
 from smriti.cli.transfer import export_to, import_from, import_plain
@@ -581,6 +581,8 @@ def stop(ctx: typer.Context) -> None:
     with _handled():
         stopped = stop_server(shared_paths(_user_settings(ctx)))
     notice("no shared Smriti server was running" if stopped is None else f"stopped pid {stopped.get('pid')}")
+    if stopped is not None and stopped.get("service"):
+        notice(f"it was the service's, which stays stopped until: {restart_command()}")
 
 
 def _user_settings(ctx: typer.Context) -> Settings:

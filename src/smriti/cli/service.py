@@ -64,6 +64,15 @@ def _by_hand(files: ServiceFiles, action: str) -> str:
     return "; ".join(shlex.join(command) for command in manager_commands(files)[action])
 
 
+def restart_command() -> str:
+    """What starts the service's server again after ``smriti stop`` (a clean exit is not
+    restarted: the commands that need the database itself run in between)."""
+    try:
+        return _by_hand(service_files(), "restart")
+    except SmritiError:
+        return "smriti-mcp --shared-daemon --service"
+
+
 @service_app.command("install")
 def install(
     platform: Platform = None,

@@ -390,13 +390,7 @@ def _is_starting_server(pid: int) -> bool:
         except OSError:
             return False
         return b"--shared-daemon" in cmdline and state != [b"Z"]
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    return True
+    return _alive(pid)
 
 
 def forget_starting(paths: SharedPaths, pid: int) -> None:
@@ -491,12 +485,23 @@ def stop_server(paths: SharedPaths, timeout: float = 30.0) -> dict[str, Any] | N
         with http_client(paths) as client:
             client.post("/shutdown")
     deadline = time.monotonic() + timeout
-    while server_running(paths):
+    pid = status.get("pid")
+    # Until that server is gone: a service's server waiting for the lock takes it at once.
+    while server_running(paths) and (not isinstance(pid, int) or _alive(pid)):
         if time.monotonic() > deadline:
-            pid = status.get("pid")
             raise StoreError(f"the shared Smriti server (pid {pid}) still runs after {timeout:.0f} s")
         time.sleep(0.1)
     return status
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 def read_state(paths: SharedPaths) -> dict[str, Any] | None:
