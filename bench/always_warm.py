@@ -9,8 +9,11 @@ Each round, alternated so the machine's load falls on each alike:
 * ``reference``: the reference server on a memory file of the same N memories;
 * ``cold``: the service's server stopped, no server running, the relay's kept answers present
   (the first client of the day without the service, or after an idle exit);
-* ``baseline-cold`` (``--baseline PATH``): another ``smriti-mcp`` (an older checkout's) the same
-  way, cold.
+* ``after-short``: cold, but a short session first (initialize, tools/list, exit: a client that
+  lists the tools and disconnects, as langchain-mcp-adapters' ``get_tools()``), then the timed
+  session at once (``--short``);
+* ``baseline-cold``, ``baseline-after-short`` (``--baseline PATH``): another ``smriti-mcp`` (an
+  older checkout's) the same ways.
 
 Raw JSON-RPC on pipes (``bench/first_minute.py``'s sessions). Run from the repository root::
 
@@ -28,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.first_minute import CACHE, KEYWORD, QUERY, prepare, session, stop_shared
+from bench.first_minute import CACHE, KEYWORD, QUERY, Pipe, prepare, session, stop_shared
 from bench.scale_mcp import server_env
 from bench.scale_session import REFERENCE_ENTRY, script
 from smriti.server.shared.client import Attachment, server_status, shared_paths
@@ -52,6 +55,17 @@ def stop_service(process: subprocess.Popen[bytes]) -> None:
     process.wait(60)
 
 
+def after_short(
+    command: list[str], env: dict[str, str], recall: dict[str, Any], errlog: Any
+) -> dict[str, float]:
+    """A short session (initialize, tools/list, exit), then a timed session at once."""
+    short = Pipe(command, env, errlog)
+    short.handshake()
+    short.request("tools/list", {})
+    short.close()
+    return session(command, env, recall, errlog)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=10_000)
@@ -59,6 +73,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--baseline", type=Path, default=None, help="another smriti-mcp, measured cold")
+    parser.add_argument("--short", action="store_true", help="also time a session right after a short one")
     args = parser.parse_args(argv)
 
     storage, memory_file = prepare(args.size, args.dims)
@@ -92,10 +107,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for name, value in session(smriti, shared, recall, errlog).items():
             samples.setdefault(f"cold {name}", []).append(value)
         stop_shared(shared)
+        if args.short:
+            for name, value in after_short(smriti, shared, recall, errlog).items():
+                samples.setdefault(f"after-short {name}", []).append(value)
+            stop_shared(shared)
         if args.baseline is not None:
             for name, value in session([str(args.baseline)], shared, recall, errlog).items():
                 samples.setdefault(f"baseline-cold {name}", []).append(value)
             stop_shared(shared)
+            if args.short:
+                for name, value in after_short([str(args.baseline)], shared, recall, errlog).items():
+                    samples.setdefault(f"baseline-after-short {name}", []).append(value)
+                stop_shared(shared)
     medians = {name: round(statistics.median(values), 3) for name, values in samples.items()}
     result = {
         "size": args.size,

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from smriti.errors import StoreError, UserError, default_user, validate_user_name
+from smriti.server.shared.starting import alive, starting_pid, write_marker
 
 logger = logging.getLogger("smriti.shared")
 
@@ -348,11 +349,15 @@ def ensure_server(settings: UserPlace, timeout: float = START_TIMEOUT) -> Shared
                 if not server_running(paths):
                     raise StoreError(f"the shared Smriti server exited at start: {_last_error(paths.log)}")
                 started = None  # another server took the lock first: wait for that one
-            if started is None and not server_running(paths) and starting_pid(paths) is None:
+            if (
+                started is None
+                and not server_running(paths)
+                and starting_pid(paths.starting, START_TIMEOUT) is None
+            ):
                 remove_stale(paths)
                 with SPAWNING:  # the relay does not exit between the spawn and its marker
                     started = _spawn(paths)
-                    _write_private(paths.starting, {"pid": started.pid, "spawned": time.time()})
+                    write_marker(paths.starting, started.pid)
             time.sleep(0.05)
     if started is not None and started.poll() is None:
         started.kill()
@@ -364,53 +369,6 @@ def spawn_settled(timeout: float = 5.0) -> None:
     before ``os._exit``: a marker never written would let the next client start a second)."""
     if SPAWNING.acquire(timeout=timeout):
         SPAWNING.release()
-
-
-def starting_pid(paths: SharedPaths) -> int | None:
-    """The pid of a shared server a client started less than ``START_TIMEOUT`` ago and that is
-    still starting (alive, not serving yet), else None."""
-    try:
-        marker = json.loads(paths.starting.read_text(encoding="utf-8"))
-        pid, spawned = int(marker["pid"]), float(marker["spawned"])
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
-    if not 0 <= time.time() - spawned < START_TIMEOUT or not _is_starting_server(pid):
-        return None
-    return pid
-
-
-def _is_starting_server(pid: int) -> bool:
-    """Whether ``pid`` is alive and, where ``/proc`` tells, a shared server (a pid reused by
-    another program, or a zombie, is not)."""
-    proc = Path(f"/proc/{pid}")
-    if proc.is_dir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-            state = (proc / "stat").read_bytes().rpartition(b")")[2].split()[:1]
-        except OSError:
-            return False
-        return b"--shared-daemon" in cmdline and state != [b"Z"]
-    return _alive(pid)
-
-
-def forget_starting(paths: SharedPaths, pid: int) -> None:
-    """The server ``pid`` serves: its start marker, if it is still the one there, goes."""
-    try:
-        marker = json.loads(paths.starting.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return
-    if isinstance(marker, dict) and marker.get("pid") == pid:
-        with contextlib.suppress(FileNotFoundError):
-            paths.starting.unlink()
-
-
-def _write_private(path: Path, value: dict[str, Any]) -> None:
-    """``value`` as JSON in ``path`` (mode 0600), whole or not at all (a rename)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(value, handle)
-    os.replace(temporary, path)
 
 
 def _warn_if_other_settings(status: dict[str, Any]) -> None:
@@ -487,21 +445,11 @@ def stop_server(paths: SharedPaths, timeout: float = 30.0) -> dict[str, Any] | N
     deadline = time.monotonic() + timeout
     pid = status.get("pid")
     # Until that server is gone: a service's server waiting for the lock takes it at once.
-    while server_running(paths) and (not isinstance(pid, int) or _alive(pid)):
+    while server_running(paths) and (not isinstance(pid, int) or alive(pid)):
         if time.monotonic() > deadline:
             raise StoreError(f"the shared Smriti server (pid {pid}) still runs after {timeout:.0f} s")
         time.sleep(0.1)
     return status
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    return True
 
 
 def read_state(paths: SharedPaths) -> dict[str, Any] | None:

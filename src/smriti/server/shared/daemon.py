@@ -45,13 +45,13 @@ from smriti.server.sdk import session_count
 from smriti.server.shared.client import (
     SharedPaths,
     environment_digest,
-    forget_starting,
     prepare_folders,
     read_state,
     remove_stale,
     shared_paths,
 )
 from smriti.server.shared.lines import LineSessions, lines_lifespan
+from smriti.server.shared.starting import forget_marker
 from smriti.server.wire import MAX_MESSAGE_BYTES
 from smriti.stores.paths import process_lock, try_lock
 
@@ -332,7 +332,7 @@ def run(settings: Settings, service: bool = False) -> None:
         )
         lock.acquire()
     # The server lock is held: a client that started this process needs its marker no more.
-    forget_starting(paths, os.getpid())
+    forget_marker(paths.starting, os.getpid())
     from smriti import __version__
     from smriti.blas import one_thread_for_this_process
 
