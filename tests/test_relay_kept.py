@@ -316,7 +316,22 @@ def test_the_kept_answers_are_keyed_by_version_settings_request_and_context(tmp_
     assert key != answers.key(
         {**request, "params": {**INITIALIZE, "protocolVersion": "2025-11-25"}}, names=names
     )
+    other_client = {
+        **INITIALIZE,
+        "capabilities": {"sampling": {}},
+        "clientInfo": {"name": "b", "version": "2"},
+    }
+    assert key == answers.key({**request, "params": other_client}, names=names)  # any client of the version
     assert key != answers.key({**request, "method": "server/discover"}, names=names)
+    listing = {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": {"progressToken": 1}}}
+    assert answers.key(listing, names=names) == answers.key({**listing, "params": {}}, names=names)
+    versioned = {
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "clientInfo": {"name": "a"}}
+    }
+    assert answers.key({**listing, "params": versioned}, names=names) not in (
+        answers.key(listing, names=names),
+        None,
+    )
     assert key != answers.key(request, context={"protocolVersion": "2025-06-18"}, names=names)
     monkeypatch.setenv("EMBEDDING_DIMS", "128")
     assert key != answers.key(request, names=names)

@@ -42,6 +42,7 @@ from smriti.cli.render import (
     server_summary,
     trace_renderables,
 )
+from smriti.cli.service import restart_command, service_app
 from smriti.cli.shared import SharedRuntime, shared_runtime
 from smriti.cli.tokens import token_app
 from smriti.cli.transfer import export_to, import_from, import_plain
@@ -66,6 +67,7 @@ app = typer.Typer(
 graph_app = typer.Typer(help="Print a pipeline graph as a Mermaid diagram.", no_args_is_help=True)
 app.add_typer(graph_app, name="graph")
 app.add_typer(token_app, name="token")
+app.add_typer(service_app, name="service")
 app.command("config")(config_command)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
@@ -588,6 +590,8 @@ def stop(ctx: typer.Context) -> None:
     with _handled():
         stopped = stop_server(shared_paths(_user_settings(ctx)))
     notice("no shared Smriti server was running" if stopped is None else f"stopped pid {stopped.get('pid')}")
+    if stopped is not None and stopped.get("service"):
+        notice(f"it was the service's, which stays stopped until: {restart_command()}")
 
 
 def _user_settings(ctx: typer.Context) -> Settings:

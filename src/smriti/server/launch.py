@@ -270,7 +270,16 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="run the user's shared server on its unix socket in the foreground (stdio clients start it)",
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--service",
+        action="store_true",
+        help="with --shared-daemon: as the user's service manager runs it (`smriti service install`): "
+        "no idle exit, and it waits for a server a client started to exit instead of failing",
+    )
+    args = parser.parse_args(argv)
+    if args.service and not args.shared_daemon:
+        parser.error("--service goes with --shared-daemon")
+    return args
 
 
 def _relay(attachment: Any) -> None:
@@ -293,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.shared_daemon:
         from smriti.server.shared.daemon import main as run_shared
 
-        return run_shared()
+        return run_shared(service=args.service)
     if args.transport == "stdio" and args.workers in (None, 1):
         from smriti.server.shared.client import Attachment
 

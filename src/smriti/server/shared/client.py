@@ -14,6 +14,10 @@ The files that coordinate them live in the user's storage folder:
   stale;
 * ``smriti-start.lock``: held by a client while it starts a server, so two clients starting at
   the same moment start one;
+* ``smriti-starting.json``: the pid of the server a client started and when, until it serves: a
+  client that exits before its server is up (it listed the tools from the kept answers and
+  left) lets go of the start lock, and the next client waits for that server while its process
+  lives instead of starting a second one;
 * ``smriti-server.json`` (pid, start time) and ``smriti-server.log`` (the server's stderr);
 * ``smriti-answers.json``: the server's answers to ``initialize`` and ``tools/list``, which a
   relay gives a client before the server is ready (:mod:`smriti.server.shared.kept`).
@@ -44,6 +48,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from smriti.errors import StoreError, UserError, default_user, make_folder, validate_user_name
+from smriti.server.shared.starting import alive, starting_pid, write_marker
 
 logger = logging.getLogger("smriti.shared")
 
@@ -54,6 +59,7 @@ MCP_URL = f"{BASE_URL}/mcp"
 START_TIMEOUT = 90.0  # a first start imports the pipelines and opens (maybe repairs) the database
 _MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
 _LOG_ROTATE_BYTES = 5 * 1024 * 1024
+SPAWNING = threading.Lock()  # held from a server's spawn until its start marker is written
 
 
 class UserPlace(Protocol):
@@ -162,6 +168,7 @@ class SharedPaths:
     state: Path
     log: Path
     answers: Path
+    starting: Path
 
 
 def shared_paths(settings: UserPlace) -> SharedPaths:
@@ -185,6 +192,7 @@ def shared_paths(settings: UserPlace) -> SharedPaths:
         state=folder / "smriti-server.json",
         log=folder / "smriti-server.log",
         answers=folder / "smriti-answers.json",
+        starting=folder / "smriti-starting.json",
     )
 
 
@@ -310,7 +318,7 @@ def serving(settings: Any) -> SharedPaths | None:
 
 def remove_stale(paths: SharedPaths) -> None:
     """Delete a dead server's sockets and state (call only while its lock is free)."""
-    for path in (paths.socket, paths.lines, paths.state):
+    for path in (paths.socket, paths.lines, paths.state, paths.starting):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
             logger.info("removed %s", path)
@@ -319,6 +327,12 @@ def remove_stale(paths: SharedPaths) -> None:
 # ----------------------------------------------------------------------------- starting it
 def ensure_server(settings: UserPlace, timeout: float = START_TIMEOUT) -> SharedPaths:
     """The paths of the user's serving shared server, started (detached) if none runs.
+
+    Exactly one server per user: under the start lock, a server that holds the server lock
+    (serving or not yet) or that a client started and that still lives (``smriti-starting.json``:
+    its client may have exited since) is waited for, never doubled. A server this client started
+    that exits because another took the server lock first (a service's, say) is no failure: the
+    other is waited for.
 
     Raises:
         StoreError: it could not be started (the server's own message, e.g. a database locked
@@ -338,14 +352,29 @@ def ensure_server(settings: UserPlace, timeout: float = START_TIMEOUT) -> Shared
                     threading.Thread(target=started.wait, name="smriti-reap", daemon=True).start()
                 return paths
             if started is not None and started.poll() is not None:
-                raise StoreError(f"the shared Smriti server exited at start: {_last_error(paths.log)}")
-            if started is None and not server_running(paths):
+                if not server_running(paths):
+                    raise StoreError(f"the shared Smriti server exited at start: {_last_error(paths.log)}")
+                started = None  # another server took the lock first: wait for that one
+            if (
+                started is None
+                and not server_running(paths)
+                and starting_pid(paths.starting, START_TIMEOUT) is None
+            ):
                 remove_stale(paths)
-                started = _spawn(paths)
+                with SPAWNING:  # the relay does not exit between the spawn and its marker
+                    started = _spawn(paths)
+                    write_marker(paths.starting, started.pid)
             time.sleep(0.05)
     if started is not None and started.poll() is None:
         started.kill()
     raise StoreError(f"the shared Smriti server did not answer within {timeout:.0f} s (see {paths.log})")
+
+
+def spawn_settled(timeout: float = 5.0) -> None:
+    """Wait until no spawn of this process is between the child's start and its marker (call
+    before ``os._exit``: a marker never written would let the next client start a second)."""
+    if SPAWNING.acquire(timeout=timeout):
+        SPAWNING.release()
 
 
 def _warn_if_other_settings(status: dict[str, Any]) -> None:
@@ -420,9 +449,10 @@ def stop_server(paths: SharedPaths, timeout: float = 30.0) -> dict[str, Any] | N
         with http_client(paths) as client:
             client.post("/shutdown")
     deadline = time.monotonic() + timeout
-    while server_running(paths):
+    pid = status.get("pid")
+    # Until that server is gone: a service's server waiting for the lock takes it at once.
+    while server_running(paths) and (not isinstance(pid, int) or alive(pid)):
         if time.monotonic() > deadline:
-            pid = status.get("pid")
             raise StoreError(f"the shared Smriti server (pid {pid}) still runs after {timeout:.0f} s")
         time.sleep(0.1)
     return status

@@ -14,7 +14,11 @@ seconds with no HTTP request in flight and no relay connected, so it lives as lo
 client is attached.
 
 Run it in the foreground with ``smriti-mcp --shared-daemon`` (clients start it detached, with
-its stderr in ``smriti-server.log``).
+its stderr in ``smriti-server.log``). Under the user's service manager (``smriti service
+install``: :mod:`smriti.server.shared.service`) it runs as ``--shared-daemon --service``: it
+never exits when idle, and when a server a client started already holds the lock it waits for
+that one to exit (its idle exit, or ``smriti stop``) and takes over, instead of failing and being
+restarted in a loop.
 """
 
 from __future__ import annotations
@@ -43,10 +47,12 @@ from smriti.server.shared.client import (
     SharedPaths,
     environment_digest,
     prepare_folders,
+    read_state,
     remove_stale,
     shared_paths,
 )
 from smriti.server.shared.lines import LineSessions, lines_lifespan
+from smriti.server.shared.starting import forget_marker
 from smriti.server.wire import MAX_MESSAGE_BYTES
 from smriti.stores.paths import process_lock, try_lock
 
@@ -191,10 +197,11 @@ class SharedServer:
     anything did. Call only while holding the server lock (the sockets' files are replaced).
     """
 
-    def __init__(self, settings: Settings, paths: SharedPaths) -> None:
+    def __init__(self, settings: Settings, paths: SharedPaths, service: bool = False) -> None:
         from smriti.server.app import build_server
 
         self.settings, self.paths = settings, paths
+        self.service = service  # run by the user's service manager: no idle exit
         self.started = time.time()
         # The settings' names are published (state file, status) and the digest is taken over
         # the raw environment, as a relay, which reads no settings, digests its own.
@@ -291,7 +298,8 @@ class SharedServer:
             "requests_in_flight": activity.active,
             "requests": activity.requests,
             "idle_s": round(activity.idle_seconds(), 1),
-            "idle_timeout_s": settings.shared_idle_timeout,
+            "idle_timeout_s": None if self.service else settings.shared_idle_timeout,
+            "service": self.service,
             "settings": self.digest,
             # The settings this server runs with that differ from their defaults (secrets
             # masked): what `smriti status` shows of them.
@@ -317,9 +325,11 @@ class SharedServer:
         self.uvicorn.should_exit = True
 
     async def serve(self, sock: socket.socket) -> None:
-        """Serve on ``sock`` until stopped or idle for ``SHARED_IDLE_TIMEOUT``."""
+        """Serve on ``sock`` until stopped or (unless run as a service) idle for
+        ``SHARED_IDLE_TIMEOUT``."""
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(self._exit_when_idle)
+            if not self.service:
+                tasks.start_soon(self._exit_when_idle)
             await self.uvicorn.serve(sockets=[sock])
             tasks.cancel_scope.cancel()
 
@@ -335,22 +345,33 @@ class SharedServer:
                 userver.should_exit = True
 
 
-def run(settings: Settings) -> None:
-    """Serve ``settings``' user on the shared socket until idle or stopped.
+def run(settings: Settings, service: bool = False) -> None:
+    """Serve ``settings``' user on the shared socket until idle (unless ``service``) or stopped.
 
     Raises:
-        StoreError: another shared server already serves this user.
+        StoreError: another shared server already serves this user (``service``: waited for).
     """
     paths = shared_paths(settings)
     prepare_folders(paths)
     lock = process_lock(paths.server_lock)
     if not try_lock(lock):
-        raise StoreError(f"a shared Smriti server already serves user {settings.accessing_user}")
+        if not service:
+            raise StoreError(f"a shared Smriti server already serves user {settings.accessing_user}")
+        other = (read_state(paths) or {}).get("pid", "starting")
+        logger.info(
+            "a shared Smriti server a client started (pid %s) serves user %s: the service takes "
+            "over when it exits (`smriti stop` hands over now)",
+            other,
+            settings.accessing_user,
+        )
+        lock.acquire()
+    # The server lock is held: a client that started this process needs its marker no more.
+    forget_marker(paths.starting, os.getpid())
     from smriti import __version__
     from smriti.blas import one_thread_for_this_process
 
     one_thread_for_this_process()  # the server's own process: see smriti/blas.py
-    server = SharedServer(settings, paths)
+    server = SharedServer(settings, paths, service)
     sock = bind_socket(paths.socket)
     # A line per HTTP request would grow the log by the thousand in a day of use.
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
@@ -360,7 +381,7 @@ def run(settings: Settings) -> None:
     paths.state.write_text(
         json.dumps({**state, "version": __version__, "setting_names": server.setting_names})
     )
-    _log_start(settings, paths)
+    _log_start(settings, paths, service)
     # As launch._serve_http: uvicorn re-raises the signal it caught after its clean shutdown.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: None)
@@ -382,22 +403,24 @@ def run(settings: Settings) -> None:
     logger.info("shared Smriti server stopped")
 
 
-def _log_start(settings: Settings, paths: SharedPaths) -> None:
+def _log_start(settings: Settings, paths: SharedPaths, service: bool) -> None:
     from smriti import __version__
 
     logger.info(
-        "shared Smriti server %s (pid %d): user %s on %s, serving %s; exits after %.0f s idle",
+        "shared Smriti server %s (pid %d): user %s on %s, serving %s; %s",
         __version__,
         os.getpid(),
         settings.accessing_user,
         settings.db_type,
         paths.socket,
-        settings.shared_idle_timeout,
+        "run by the service manager, no idle exit"
+        if service
+        else f"exits after {settings.shared_idle_timeout:.0f} s idle",
     )
 
 
-def main() -> None:
-    """``smriti-mcp --shared-daemon`` and ``python -m smriti.server.shared.daemon``."""
+def main(service: bool = False) -> None:
+    """``smriti-mcp --shared-daemon [--service]`` and ``python -m smriti.server.shared.daemon``."""
     from smriti.runtime import startup_error
     from smriti.server.logs import configure_logging
 
@@ -408,7 +431,7 @@ def main() -> None:
         raise SystemExit(2) from None
     configure_logging(settings.log_level)
     try:
-        run(settings)
+        run(settings, service)
     except BaseException as error:
         message = startup_error(error)
         if message is None:

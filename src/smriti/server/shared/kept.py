@@ -10,10 +10,12 @@ storage folder) and gives them at once; it checks them against the server once c
 An answer is reused only for the same key: the Smriti version, the digest of the settings
 (:func:`smriti.server.shared.client.environment_digest`, over the setting names the last server
 published), the MCP SDK's installed files (path and modification time: an SDK upgrade or
-downgrade misses), the request's method and params but its id, and the ``context``: for
-``tools/list``, the client's ``initialize`` params (the protocol version it negotiated). A
-request is answered from here only if the same request got that answer from a server of this
-version and these settings. The standard library only: the relay imports nothing heavy.
+downgrade misses), the request's method, what of its params the answer depends on
+(:func:`answer_depends_on`), and the ``context``: for ``tools/list``, the protocol version the
+client's ``initialize`` asked for. The server answers every client of one protocol version
+alike, whatever its name, version or capabilities, so an updated client (a new
+``clientInfo.version``) or another client starts warm too. The standard library only: the relay
+imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -61,6 +63,26 @@ def reply_line(message_id: Any, reply: dict[str, Any]) -> bytes:
     return json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
+def answer_depends_on(request: dict[str, Any]) -> Any:
+    """What of ``request``'s params the server's answer depends on.
+
+    ``initialize``: the protocol version asked for (the server's answer names the version it
+    agrees to, its own capabilities, info and instructions: nothing of the client's name,
+    version or capabilities). Any other method: its params, with ``_meta`` (a progress token,
+    the 2026-07-28 envelope's client info) cut to what names a protocol version.
+    """
+    params = request.get("params")
+    if not isinstance(params, dict):
+        return params
+    if request.get("method") == "initialize":
+        return {"protocolVersion": params.get("protocolVersion")}
+    meta = params.get("_meta")
+    if not isinstance(meta, dict):
+        return params
+    versions = {key: value for key, value in meta.items() if "protocolversion" in key.lower()}
+    return {**{k: v for k, v in params.items() if k != "_meta"}, **({"_meta": versions} if versions else {})}
+
+
 class KeptAnswers:
     """The shared server's answers, in one small JSON file: ``{"names": [...], "entries": {...}}``."""
 
@@ -84,7 +106,7 @@ class KeptAnswers:
             "settings": environment_digest(names),
             "sdk": _sdk_stamp(),
             "method": request.get("method"),
-            "params": request.get("params"),
+            "params": answer_depends_on(request),
             "context": context,
         }
         return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()

@@ -60,8 +60,9 @@ from smriti.server.shared.client import (
     ensure_server,
     read_state,
     shared_paths,
+    spawn_settled,
 )
-from smriti.server.shared.kept import KeptAnswers, reply_line
+from smriti.server.shared.kept import KeptAnswers, answer_depends_on, reply_line
 from smriti.server.wire import LineSplitter, readable_id
 
 logger = logging.getLogger("smriti.server.shared.relay")
@@ -348,13 +349,15 @@ class Relay:
             self.answer({"id": line.id, **reply}, line)
             self.given_tools.append((line, reply["result"]))
             self.connect_early()  # asked again of the server in the background
+            logger.info("answered tools/list from the answer kept in %s", self.kept.path)
             return True
         return False
 
     def _context(self) -> Any:
-        """What a kept ``tools/list`` answer depends on besides its request: the handshake."""
+        """What a kept ``tools/list`` answer depends on besides its request: the protocol
+        version the client's ``initialize`` asked for (None without a handshake)."""
         message = self.initialize.message if self.initialize is not None else None
-        return message.get("params") if message is not None else None
+        return answer_depends_on(message) if message is not None else None
 
     def _dropped(self, line: Line) -> bool:
         """The client's ``notifications/initialized`` after a kept answer: the replay sends its
@@ -550,5 +553,6 @@ def serve_relay(attachment: Attachment, check_line: LineCheck = pass_on) -> None
     relay.connect_early()  # starts the server if none runs: its start overlaps the handshake
     with contextlib.suppress(KeyboardInterrupt):
         relay.run(stdin)
+    spawn_settled()  # a server this relay is starting is on record before the relay is gone
     logging.shutdown()
     os._exit(1 if relay.ended is not None else 0)  # threads may still block on the socket
