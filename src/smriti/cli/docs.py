@@ -166,7 +166,9 @@ def recall_run() -> RecallRun:
     from smriti.memory import Memory
 
     state_file = str(PACKAGE / "nodes" / "state.py")
-    functions: dict[str, str] = {}  # step name -> module
+    functions: dict[str, str] = {}  # step name -> module, from the trace wrapper
+    called: dict[str, str] = {}  # any node-module function's name -> module (when no wrapper says)
+    nodes_folder = str(PACKAGE / "nodes")
     files: set[str] = set()
     wrappers = 0
     recording_files = False
@@ -180,6 +182,8 @@ def recall_run() -> RecallRun:
             return
         if recording_files:
             files.add(str(Path(name).relative_to(PACKAGE)))
+        if name.startswith(nodes_folder):
+            called.setdefault(frame.f_code.co_name, frame.f_globals.get("__name__", ""))
         if name == state_file and frame.f_code.co_name in ("node", "async_node"):
             wrappers += recording_files
             function = _wrapped(frame)
@@ -210,6 +214,8 @@ def recall_run() -> RecallRun:
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
+    # A step whose trace entry another wrapper wrote: the node-module function of its name.
+    functions = {**{n: m for n, m in called.items() if m != "smriti.nodes.state"}, **functions}
     unknown = sorted({step.name for ran in steps.values() for step in ran} - set(functions))
     if unknown:
         raise RuntimeError(f"trace steps without a traced function: {unknown}")
