@@ -79,12 +79,13 @@ $(PYRIGHT):
 pyright: $(STAMP) $(PYRIGHT)
 	$(PYRIGHT)
 
-# The documentation site: the pipeline diagrams in docs/ must match the code (they are generated
-# from the pipeline definitions), then mkdocs builds the site with --strict (mkdocs.yml: a broken
-# link or anchor, or a page missing from the nav, fails the build; not --quiet, which hides the
-# warnings that --strict counts).
+# The documentation site: the pipeline diagrams and the generated regions in docs/ must match the
+# code (generated from the pipeline definitions, the modules and a real recall), then mkdocs
+# builds the site with --strict (mkdocs.yml: a broken link or anchor, or a page missing from the
+# nav, fails the build; not --quiet, which hides the warnings that --strict counts).
 docs: $(STAMP)
 	$(PY) -m smriti.pipelines.diagram --check docs/*.md
+	$(PY) -m smriti.cli.docs --check docs/*.md
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The library is the package folder src/smriti/ (tests, bench, notebooks and examples are not part
@@ -96,11 +97,13 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-# Rewrite the generated pages after a change to the settings or the pipelines (make docs and the
-# tests only check them: tests/test_settings_reference.py, tests/test_docs.py).
+# Rewrite the generated pages after a change to the settings, the pipelines or the package's
+# modules (make docs and the tests only check them: tests/test_settings_reference.py,
+# tests/test_docs.py, tests/test_generated_docs.py).
 generated-docs: $(STAMP)
 	$(PY) -m smriti.cli config --markdown > docs/settings.md
 	$(PY) -m smriti.pipelines.diagram docs/*.md
+	$(PY) -m smriti.cli.docs docs/*.md
 
 # The bench's packages are the [bench] extra; the MiniLM weights (providers/minilm.py runs the
 # model in numpy) come with the install stamp.

@@ -168,6 +168,23 @@ def _similar(matrix: np.ndarray, rnd: random.Random) -> list[list[tuple[int, flo
     return out
 
 
+def association_rows(
+    sources: list[str], matrix: np.ndarray, rnd: random.Random
+) -> list[tuple[int, int, float, str]]:
+    """The AssociatedWith edges the store pipeline's ``associate`` step would make, as (row, other
+    row, strength, relation_type): each memory's most similar ones and the previous memories of
+    its source (``rnd`` samples the candidates above :data:`EXACT_ASSOCIATION_LIMIT` rows)."""
+    rows: list[tuple[int, int, float, str]] = []
+    recent: dict[str, list[int]] = defaultdict(list)
+    for row, similar in enumerate(_similar(matrix, rnd)):
+        links = {j: (score, "similar") for j, score in similar}
+        for j in recent[sources[row]]:
+            links.setdefault(j, (SAME_SOURCE_STRENGTH, "same_source"))
+        recent[sources[row]] = [row, *recent[sources[row]]][:SAME_SOURCE_NEIGHBOURS]
+        rows.extend((row, j, round(strength, 4), kind) for j, (strength, kind) in links.items())
+    return rows
+
+
 def write_records(corpus: Corpus, matrix: np.ndarray, path: Path, seed: int = 0) -> dict[str, int]:
     """Write the JSONL import file; returns counts per record kind."""
     from smriti.nodes.link import memory_cues
@@ -226,24 +243,17 @@ def write_records(corpus: Corpus, matrix: np.ndarray, path: Path, seed: int = 0)
                 "cluster_id": -1,
             }
         )
-    associations = []
-    recent: dict[str, list[int]] = defaultdict(list)
-    for row, similar in enumerate(_similar(matrix, rnd)):
-        links = {j: (score, "similar") for j, score in similar}
-        for j in recent[corpus.sources[row]]:
-            links.setdefault(j, (SAME_SOURCE_STRENGTH, "same_source"))
-        recent[corpus.sources[row]] = [row, *recent[corpus.sources[row]]][:SAME_SOURCE_NEIGHBOURS]
-        for j, (strength, kind) in links.items():
-            associations.append(
-                {
-                    "kind": "associated_with",
-                    "source_id": ids[row],
-                    "target_id": ids[j],
-                    "strength": round(strength, 4),
-                    "relation_type": kind,
-                    "created_at": corpus.times[row].isoformat(),
-                }
-            )
+    associations = [
+        {
+            "kind": "associated_with",
+            "source_id": ids[row],
+            "target_id": ids[j],
+            "strength": strength,
+            "relation_type": kind,
+            "created_at": corpus.times[row].isoformat(),
+        }
+        for row, j, strength, kind in association_rows(corpus.sources, matrix, rnd)
+    ]
     counts = {
         "engram": len(engrams),
         "cue": len(cue_types),

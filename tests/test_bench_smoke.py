@@ -137,6 +137,22 @@ def test_leiden_slice(tmp_path):
     assert "## Leiden clustering" in text and "| 60 |" in text
 
 
+@pytest.mark.skipif(
+    not _has_locomo() or not _has_hotpotqa(), reason="benchmark data not found (set SMRITI_BENCH_DATA)"
+)
+def test_leiden_engines_slice(tmp_path):
+    """Both engines on a small scale-corpus graph: timed, compared, written as a section."""
+    from bench import leiden_engines
+
+    results = tmp_path / "RESULTS.md"
+    argv = ["--sizes", "400", "--repeats", "1", "--graph-cache", str(tmp_path), "--results", str(results)]
+    assert leiden_engines.main(argv) == 0
+    text = results.read_text()
+    assert "## Leiden engines" in text and "| 400 |" in text
+    assert "| leidenalg |" in text and "| igraph |" in text and "NMI between their tuned partitions" in text
+    assert list(tmp_path.glob("leiden_graph_n400_*.pkl"))  # the graph is kept for the next run
+
+
 def test_latency_ab_raw_client_talks_to_a_real_server(tmp_path):
     """``bench.latency_ab --client raw``: bare JSON-RPC lines to a real ``smriti-mcp``; a tool
     error comes back as ``is_error``, a protocol error raises."""

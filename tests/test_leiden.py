@@ -281,3 +281,79 @@ def test_fewer_than_three_connected_engrams_skip_cleanly(context) -> None:
     assert report["leiden"]["skipped"] and report["clusters"] == 0
     assert not report["leiden"]["tuned"] and store.get_meta(META_RESOLUTION) is None
     assert set(clusters_of(store).values()) == {-1}  # the stale id 3 was reset
+
+
+# ----------------------------------------------------------------------------- the engine setting
+def _count_calls(monkeypatch, owner, name: str) -> list[int]:
+    """Count calls of ``owner.name``, which still runs: the clustering is the real one."""
+    real, calls = getattr(owner, name), []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+TOPICS = {
+    "db": "postgres database index query planner vacuum replication",
+    "garden": "garden tomato soil compost seedlings watering mulch",
+}
+
+
+def test_stored_memories_on_two_topics_cluster_apart_through_leidenalg(settings, monkeypatch) -> None:
+    """The design's package, end to end on a real store: the store pipeline links the memories, a
+    consolidation clusters them with leidenalg, and each topic gets a cluster of its own."""
+    import leidenalg
+
+    from smriti.memory import Memory
+
+    settings = settings.model_copy(update={"leiden_engine": "leidenalg"})
+    runs = _count_calls(monkeypatch, leidenalg.Optimiser, "optimise_partition")
+    ids: dict[str, list[str]] = {}
+    with Memory.open(settings) as memory:
+        for topic, words in TOPICS.items():
+            vocabulary = words.split()
+            for i in range(6):
+                text = " ".join(vocabulary[i:] + vocabulary[:i]) + f" note {topic} {i}"
+                ids.setdefault(topic, []).append(memory.store(text)["id"])
+        report = memory.consolidate()
+        clusters = {e.id: e.cluster_id for e in memory.context.store.engram_states()}
+    assert report["leiden"]["engine"] == "leidenalg" and runs
+    db, garden = ({clusters[i] for i in ids[topic]} for topic in TOPICS)
+    assert len(db) == 1 and len(garden) == 1 and db != garden and -1 not in db | garden, clusters
+
+
+def test_the_engine_setting_chooses_what_runs(make_context, monkeypatch) -> None:
+    import igraph
+    import leidenalg
+
+    from smriti.config import Settings
+
+    assert Settings.model_fields["leiden_engine"].default == LeidenEngine().implementation == "igraph"
+
+    leidenalg_runs = _count_calls(monkeypatch, leidenalg.Optimiser, "optimise_partition")
+    igraph_runs = _count_calls(monkeypatch, igraph.Graph, "community_leiden")
+    by_engine = {}
+    for engine in ("igraph", "leidenalg"):
+        context = make_context(user=f"u-{engine}", leiden_engine=engine)
+        populate(context.store, two_groups(prefix="m-"))
+        by_engine[engine] = consolidate(context)["leiden"]
+        assert by_engine[engine]["engine"] == engine
+        assert context.cache.leiden is not None and context.cache.leiden.implementation == engine
+        if engine == "igraph":
+            assert igraph_runs and not leidenalg_runs
+    assert leidenalg_runs
+    # The same algorithm and quality function: the same two clusters either way.
+    assert by_engine["igraph"]["clusters"] == by_engine["leidenalg"]["clusters"] == 2
+
+
+def test_an_unknown_engine_is_a_one_line_settings_error(monkeypatch) -> None:
+    from smriti.config import SettingsError, load_settings
+
+    monkeypatch.setenv("LEIDEN_ENGINE", "louvain")
+    with pytest.raises(SettingsError) as error:
+        load_settings()
+    problems = str(error.value).splitlines()[1:]  # after "invalid configuration:"
+    assert [line.strip() for line in problems] == ["LEIDEN_ENGINE: Input should be 'igraph' or 'leidenalg'"]

@@ -61,14 +61,18 @@ WRITE_CHUNK = 250
 
 
 def engine_for(context: MemoryContext) -> LeidenEngine:
-    """The user's engine, kept in the context cache, its resolution read from the store's metadata
-    at every run: another server process on the same database may have retuned it since (two
-    reads per consolidation; the engine in memory never outranks what the database says)."""
+    """The user's engine (``LEIDEN_ENGINE`` runs it), kept in the context cache, its resolution read
+    from the store's metadata at every run: another server process on the same database may have
+    retuned it since (two reads per consolidation; the engine in memory never outranks what the
+    database says)."""
+    settings = context.settings
     engine = context.cache.leiden
-    if engine is None:
-        engine = context.cache.leiden = LeidenEngine(retune_growth=context.settings.leiden_retune_growth)
+    if engine is None or engine.implementation != settings.leiden_engine:
+        engine = context.cache.leiden = LeidenEngine(
+            retune_growth=settings.leiden_retune_growth, implementation=settings.leiden_engine
+        )
     engine.load(context.store)
-    engine.retune_growth = context.settings.leiden_retune_growth
+    engine.retune_growth = settings.leiden_retune_growth
     return engine
 
 

@@ -17,11 +17,12 @@ runs partition once at the cached gamma. The cache lives in the engine (kept in
 ``MemoryContext.cache``, so per user) and in the store's metadata (``leiden_resolution``,
 ``leiden_nodes``), so a restarted server does not retune.
 
-Implementation. leidenalg's optimiser and igraph's built-in ``Graph.community_leiden``
-(the same algorithm, by the same author, in igraph's C core) find the same partitions on
-our benchmarks, but igraph's is ~20x faster (bench/leiden_bench.py), which is what keeps a
-10k-engram tune under a second. The engine defaults to igraph and can use leidenalg.
-Both are run with a fixed seed, so the same graph always gives the same partition.
+Implementation (``LEIDEN_ENGINE``). igraph's built-in ``Graph.community_leiden`` (the default)
+and leidenalg's optimiser (the design card's package) are the same algorithm, by the same author,
+optimising the same quality function; on the scale corpus's graphs leidenalg took 11-16x the CPU
+for partitions of the same modularity (bench/leiden_engines.py; bench/RESULTS.md, "Leiden
+engines"): 55 s against 4 s to tune at 100k memories. Both run with a fixed seed, so the same
+graph always gives the same partition, and the result names the engine that ran.
 
 Unchanged graphs. The engine remembers a digest of what its last run left: every engram id,
 its cluster id after the run, and every edge with its strength. A run whose input has the same
@@ -153,10 +154,12 @@ class ClusterResult:
     ms: float
     skipped: str | None = None
     scanned: dict[float, float] = field(default_factory=dict)  # resolution -> modularity, when tuned
+    engine: str = ""  # what partitioned the graph: "leidenalg" or "igraph"
 
     def report(self) -> dict[str, Any]:
         return {
             "skipped": self.skipped,
+            "engine": self.engine,
             "tuned": self.tuned,
             "resolution": self.resolution,
             "modularity": round(self.modularity, 6),
@@ -236,7 +239,7 @@ class LeidenEngine:
         if nodes < MIN_NODES or edges == 0:
             reason = f"{nodes} connected engram(s), {edges} association(s): need >= {MIN_NODES} and >= 1"
             return ClusterResult({}, self.resolution, tuned=False, modularity=0.0, clusters=0, nodes=nodes,
-                                 edges=edges, ms=0.0, skipped=reason)  # fmt: skip
+                                 edges=edges, ms=0.0, skipped=reason, engine=self.implementation)  # fmt: skip
         import igraph
 
         started = time.perf_counter()
@@ -270,7 +273,7 @@ class LeidenEngine:
         ms = (time.perf_counter() - started) * 1000
         return ClusterResult(labels, self.resolution, tuned=tuned, modularity=float(modularity),
                              clusters=len(groups), nodes=nodes, edges=edges, ms=ms,
-                             scanned=scanned)  # fmt: skip
+                             scanned=scanned, engine=self.implementation)  # fmt: skip
 
     def _partition(self, g: Any, weights: list[float], resolution: float) -> list[int]:
         if self.implementation == "leidenalg":
