@@ -154,6 +154,8 @@ class KuzuStore(StoreBase):
         max_db_size: int = DEFAULT_MAX_DB_SIZE,
     ) -> None:
         self.backend, self.user, self.path, self.dims = backend, user, Path(path), dims
+
+        self.backup_path = self._back_up_before_migrating(module)
         self.db = Connection(
             self.path,
             module=module,
@@ -187,6 +189,35 @@ class KuzuStore(StoreBase):
         except BaseException:
             self.close()
             raise
+
+    def _back_up_before_migrating(self, module: ModuleType) -> Path | None:
+        """Copy the file aside before the migrations change it (a Go server's ``memory.lbug``, an
+        older Smriti's file), so the original can be had back as it was; returns the copy's path
+        (None: nothing to change, or no file yet).
+
+        Read from a read-only open before the store opens the file: closing a read-write open
+        rewrites the file (Kuzu checkpoints), so only a copy made first is the original. A file
+        of another dimension is refused here, uncopied. Only runs that keep the memory get this
+        far: the refusals the record tells (another embedding model, no model and only an
+        offline guess) come before the store opens
+        (:func:`smriti.providers.models.check_recorded_embedding`).
+        """
+        if not self.path.exists():
+            return None
+        try:
+            with schema.read_only(self.path, module) as run:
+                schema.check_dimensions(run, self.dims, self.path)
+                changes = schema.pending_changes(run, self.dims)
+        except RuntimeError as error:  # locked by a running server: the open says so properly
+            logger.debug("%s: not read before opening: %s", self.path, error)
+            return None
+        if not changes:
+            return None
+        copy = schema.back_up(self.path)
+        logger.warning(
+            "%s: copied to %s before migrating it (%s)", self.path, copy.name, ", ".join(changes[:6])
+        )
+        return copy
 
     @property
     def capabilities(self) -> Capabilities:  # type: ignore[override]
