@@ -130,3 +130,27 @@ def test_commands_through_the_server_load_no_settings_nor_sdk(shared):  # noqa: 
             assert json.loads(marker) == []
 
     run(main, 240)
+
+
+def test_a_request_the_server_refuses_gets_the_validators_words(shared):  # noqa: F811
+    """The CLI sends a request unchecked; the server's tool checks it with validators.check_store
+    under its own MAX_CONTENT_CHARS: the same one line, exit 2, nothing stored."""
+    from smriti.errors import InvalidInput
+    from smriti.validators import check_store
+
+    one = shared(MAX_CONTENT_CHARS="40")
+    text = "Alice prefers PostgreSQL with pgvector for retrieval projects."
+    try:
+        check_store(text, max_chars=40)
+    except InvalidInput as error:
+        expected = str(error)
+
+    async def main() -> None:
+        async with Client(stdio_client(one.params(), errlog=sys.stderr)) as session:
+            await store(session, "Bob likes short notes.")
+            done = await anyio.to_thread.run_sync(lambda: one.cli("store", text))
+            assert done.returncode == 2, (done.stdout, done.stderr)
+            assert expected in " ".join(done.stderr.split()), done.stderr
+            assert len(await listed(session)) == 1
+
+    run(main, 240)

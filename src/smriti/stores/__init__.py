@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -119,8 +119,10 @@ class RecordedEmbedding:
     model: str | None = None
     dims: int | None = None
     known: bool = True
-    memories: int | None = None  # how many it holds (None: not read)
-    path: Path | None = None  # the embedded file read
+    # Not part of what a store records (equality): how many memories it holds (None: not read)
+    # and the embedded file read, for the refusals made before it opens.
+    memories: int | None = field(default=None, compare=False)
+    path: Path | None = field(default=None, compare=False)
 
 
 def recorded_embedding(settings: Settings, user: str | None = None) -> RecordedEmbedding | None:
