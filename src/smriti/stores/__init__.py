@@ -149,7 +149,7 @@ def recorded_embedding(settings: Settings, user: str | None = None) -> RecordedE
             path = folder / SQLITE_FILE
             meta = read_embedding_meta(path)
         elif name in ("kuzu", "ladybug"):
-            from smriti.stores.kuzu.schema import read_embedding_meta as read_kuzu_meta
+            from smriti.stores.kuzu.files import read_embedding_meta as read_kuzu_meta
 
             path = folder / (KUZU_FILE if name == "kuzu" else LADYBUG_FILE)
             meta = read_kuzu_meta(path, name)

@@ -14,13 +14,12 @@ only ever add what is missing, so a file from before the record runs them once a
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib
 import re
 import sys
 import typing
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
@@ -250,13 +249,13 @@ def create_statements(dims: int) -> list[str]:
     return statements
 
 
-def _table_columns(run: Runner, table: str) -> dict[str, str]:
+def column_types(run: Runner, table: str) -> dict[str, str]:
     # TABLE_INFO takes a literal table name, never user input: the names are our constants.
     rows = run(f"CALL TABLE_INFO('{table}') RETURN *", None)
     return {row[1]: str(row[2]) for row in rows}
 
 
-def _embedding_dims(column_type: str) -> int | None:
+def column_dims(column_type: str) -> int | None:
     match = re.fullmatch(r"FLOAT\[(\d+)\]", column_type.strip())
     return int(match.group(1)) if match else None
 
@@ -280,7 +279,7 @@ def migrations(run: Runner, dims: int, existing: set[str]) -> list[Migration]:
         for table, wanted in tables.items():
             if table not in existing:
                 continue
-            present = _table_columns(run, table)
+            present = column_types(run, table)
             for name, spec in wanted.items():
                 if name not in present:
                     run(f"ALTER TABLE {table} ADD {_column_ddl(name, spec, dims)}", None)
@@ -305,10 +304,10 @@ def check_dimensions(run: Runner, dims: int, path: Path) -> set[str]:
     existing = {row[1] for row in run("CALL SHOW_TABLES() RETURN *", None)}
     for table in ("Engram", "Cue"):
         if table in existing:
-            column_type = _table_columns(run, table).get("embedding")
+            column_type = column_types(run, table).get("embedding")
             if column_type is None:
                 continue  # added by the migrations with the store's dims
-            stored = _embedding_dims(column_type)
+            stored = column_dims(column_type)
             if stored is None:
                 raise StoreError(f"{path}: {table}.embedding has type {column_type}, expected FLOAT[n]")
             if stored != dims:
@@ -351,92 +350,7 @@ def set_meta(run: Runner, key: str, value: str) -> None:
     run("MERGE (m:Meta {key: $key}) SET m.value = $value", {"key": key, "value": str(value)})
 
 
-def read_embedding_meta(path: Path, backend: str) -> dict[str, str] | None:
-    """The embedding model and dimension an existing Kuzu/LadybugDB file records, and how many
-    memories it holds (``memories``), read from a read-only open: nothing in the file changes.
-
-    A file without the ``Meta`` table (the Go server's ``memory.lbug``/``memory.kuzu``) records
-    no model: its dimension is its embedding column's. None when there is no file or it holds
-    nothing yet.
-
-    Raises:
-        Exception: the engine cannot open or read the file (locked by another process, too old).
-    """
-    if not path.exists():
-        return None
-    with read_only(path, import_backend(backend)) as run:
-        tables = {row[1] for row in run("CALL SHOW_TABLES() RETURN *", None)}
-        meta: dict[str, str] = {}
-        if "Meta" in tables:
-            keys = "['embedding_model', 'embedding_dims']"
-            rows = run(f"MATCH (m:Meta) WHERE m.key IN {keys} RETURN m.key, m.value", None)
-            meta = {str(k): str(v) for k, v in rows}
-        if "Engram" in tables:
-            meta["memories"] = str(run("MATCH (e:Engram) RETURN count(*)", None)[0][0])
-            column = _embedding_dims(_table_columns(run, "Engram").get("embedding", ""))
-            if "embedding_dims" not in meta and column is not None:
-                meta["embedding_dims"] = str(column)
-    return meta or None
-
-
-def pending_changes(run: Runner, dims: int) -> list[str]:
-    """What :func:`migrate` would change in an existing file, read only (empty: nothing, or a
-    file with no tables yet: nothing to keep).
-
-    A store copies a file before it changes it (:func:`back_up`), so that a Go server's memory,
-    or an older Smriti's, can be had back as it was.
-    """
-    existing = {row[1] for row in run("CALL SHOW_TABLES() RETURN *", None)}
-    if not existing:
-        return []
-    changes = [f"table {table}" for table in [*NODE_TABLES, *REL_TABLES] if table not in existing]
-    tables = {**NODE_TABLES, **{rel: props for rel, (_, _, props) in REL_TABLES.items()}}
-    for table, wanted in tables.items():
-        if table in existing:
-            present = _table_columns(run, table)
-            changes += [f"column {table}.{name}" for name in wanted if name not in present]
-    if "Meta" in existing:
-        applied = parse_applied(get_meta(run, MIGRATIONS_KEY))
-        known = [m.name for m in migrations(run, dims, existing)]
-        changes += [f"migration record {name}" for name in known if name not in applied]
-        if get_meta(run, "embedding_dims") is None:
-            changes.append("embedding_dims record")
-    return changes
-
-
-def back_up(path: Path, now: datetime | None = None) -> Path:
-    """Copy the closed database at ``path`` (and its write-ahead log) beside it, as
-    ``<name>.bak-<UTC date and time>``; returns the copy's path."""
-    import shutil
-
-    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
-    target = path.with_name(f"{path.name}.bak-{stamp}")
-    if path.is_dir():  # the folder layout of Kuzu before 0.7
-        shutil.copytree(path, target)
-    else:
-        shutil.copy2(path, target)
-    for suffix in (".wal", ".shadow"):
-        side = path.with_name(path.name + suffix)
-        if side.exists():
-            shutil.copy2(side, target.with_name(target.name + suffix))
-    return target
-
-
-@contextlib.contextmanager
-def read_only(path: Path, module: ModuleType) -> Iterator[Runner]:
-    """A query runner on a read-only open of ``path`` (nothing in the file changes)."""
-    db = module.Database(str(path), read_only=True, buffer_pool_size=64 * 1024**2)
-    try:
-        conn = module.Connection(db)
-        try:
-            yield lambda query, params: _rows(conn.execute(query, params or {}))
-        finally:
-            conn.close()
-    finally:
-        db.close()
-
-
-def _rows(result: Any) -> list[list[Any]]:
+def result_rows(result: Any) -> list[list[Any]]:
     rows = []
     while result.has_next():
         rows.append(result.get_next())

@@ -23,7 +23,8 @@ and the fresh-edge memo):
 * :class:`~smriti.stores.kuzu.search.SearchIndex`: extensions, indexes, the search caches;
 * :class:`~smriti.stores.kuzu.graph.CueMap`, :class:`~smriti.stores.kuzu.graph.FreshEdges`,
   :class:`~smriti.stores.kuzu.graph.GraphReads`, :class:`~smriti.stores.kuzu.batch.GraphWrites`;
-* :mod:`~smriti.stores.kuzu.schema` (DDL, migrations) and :mod:`~smriti.stores.kuzu.export`.
+* :mod:`~smriti.stores.kuzu.schema` (DDL, migrations), :mod:`~smriti.stores.kuzu.files` (the
+  read-only look and the copy before a migration) and :mod:`~smriti.stores.kuzu.export`.
 
 Kuzu and LadybugDB cannot both be loaded into one Python process (see
 :func:`~smriti.stores.kuzu.schema.import_backend`).
@@ -46,7 +47,7 @@ from smriti.stores.base import (
     StoreStats,
     mismatch_message,
 )
-from smriti.stores.kuzu import schema
+from smriti.stores.kuzu import files, schema
 from smriti.stores.kuzu.batch import GraphWrites
 from smriti.stores.kuzu.connection import Connection, locked
 from smriti.stores.kuzu.cue_fields import CueFields
@@ -205,15 +206,15 @@ class KuzuStore(StoreBase):
         if not self.path.exists():
             return None
         try:
-            with schema.read_only(self.path, module) as run:
+            with files.read_only(self.path, module) as run:
                 schema.check_dimensions(run, self.dims, self.path)
-                changes = schema.pending_changes(run, self.dims)
+                changes = files.pending_changes(run, self.dims)
         except RuntimeError as error:  # locked by a running server: the open says so properly
             logger.debug("%s: not read before opening: %s", self.path, error)
             return None
         if not changes:
             return None
-        copy = schema.back_up(self.path)
+        copy = files.back_up(self.path)
         logger.warning(
             "%s: copied to %s before migrating it (%s)", self.path, copy.name, ", ".join(changes[:6])
         )
