@@ -176,3 +176,102 @@ def test_a_minilm_import_stores_the_vectors_each_text_gets_alone(make_context, m
     stored = {r["content"]: r["embedding"] for r in memory.export_records() if r["kind"] == "engram"}
     for text in texts:
         assert stored[text] == pytest.approx(model.embed_query(text), abs=1e-5), text
+
+
+def test_a_file_of_one_fact_per_line_is_a_memory_per_line(run, tmp_path):
+    """No blank lines: split by lines (said on stderr), not refused as one long paragraph."""
+    facts = [f"Fact {n}: the build server {n} restarts at {n % 12} o'clock." for n in range(40)]
+    path = tmp_path / "facts.txt"
+    path.write_text("\n".join(facts) + "\n")
+    result = run("import", "--from", "text", str(path))
+    assert result.exit_code == 0, result.output
+    assert "imported 40 memories" in result.stdout
+    assert "facts.txt by lines" in result.stderr and "--split" in result.stderr
+    assert len([r for r in _export(run, tmp_path) if r["kind"] == "engram"]) == 40
+
+
+def test_split_chooses_paragraphs_or_lines(run, tmp_path):
+    path = tmp_path / "notes.md"
+    path.write_text("# Trip\n\nWe take the night train.\nThe hotel is near Alfama.\n\nBring the camera.\n")
+    by_lines = run("import", "--from", "text", "--split", "lines", str(path))
+    assert by_lines.exit_code == 0, by_lines.output
+    assert "imported 3 memories" in by_lines.stdout and "notes.md by lines" in by_lines.stderr
+    texts = {r["content"] for r in _export(run, tmp_path) if r["kind"] == "engram"}
+    assert "# Trip\nWe take the night train." in texts and "Bring the camera." in texts
+
+
+def test_auto_keeps_paragraphs_where_blank_lines_separate_them():
+    from smriti.cli.importers.text import lines, split_of
+
+    assert split_of("one\ntwo\n", "auto") == "lines"
+    assert split_of("one\ntwo\n\nthree\n", "auto") == "paragraphs"
+    assert split_of("\n\none line\n\n", "auto") == "lines"  # blank lines only around the text
+    assert list(lines("# Head\nfirst\n\nsecond\n")) == ["# Head\nfirst", "second"]
+
+
+def test_the_cli_choices_are_the_importers_splits():
+    from smriti.cli.commands import TextSplit
+    from smriti.cli.importers import SPLITS
+
+    assert tuple(TextSplit) == SPLITS
+
+
+def test_progress_on_a_pipe_is_a_line_per_tenth_and_the_last_figure_is_the_whole_run(tmp_path):
+    """A real `smriti import` with stderr on a pipe: ~10 progress lines, percentages rising to
+    100, and a final rate that is the count over the run's seconds."""
+    import re
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "facts.txt"
+    path.write_text("\n".join(f"Fact {n}: service {n} runs in region {n % 7}." for n in range(120)) + "\n")
+    env = {**__import__("os").environ, **offline_env(tmp_path / "store")}
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "smriti.cli", "import", "--from", "text", str(path)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    wall = time.perf_counter() - started
+    assert done.returncode == 0, done.stderr
+    percents = [int(m.group(1)) for m in re.finditer(r"imported \d+/120 memories \((\d+)%", done.stderr)]
+    assert 8 <= len(percents) <= 11, done.stderr
+    assert percents == sorted(set(percents)) and percents[-1] == 100, percents
+    assert all(", eta " in line for line in done.stderr.splitlines() if "% " in line and "/120" in line)
+    final = re.search(r"imported 120 memories in ([\d.]+) s \(([\d,.]+) memories/s\)", done.stderr)
+    assert final is not None, done.stderr
+    seconds, rate = float(final.group(1)), float(final.group(2).replace(",", ""))
+    assert seconds <= wall and rate == pytest.approx(120 / seconds, rel=0.05)
+
+
+def test_the_rate_counts_embedding_and_holds_steady_as_batches_land():
+    """Embedded contents count before anything is stored, and the rate is measured on the work
+    (the embedder's seconds, the stores'), so batches landing in lumps do not swing it: at a
+    steady pace it stays within 30 % from the first batch to the end."""
+    from smriti.cli.progress import ImportProgress
+
+    now = [0.0]
+    progress = ImportProgress(1000, clock=lambda: now[0])
+    progress.lines = False  # counting only: nothing drawn
+    now[0] = 4.0  # the embedder's two processes start (not averaged in)
+    progress.add_embedded(32, seconds=32 * 0.04, workers=2)
+    assert progress.stored == 0 and progress.percent() == 1
+    first = progress.rate()
+    assert first == pytest.approx(50.0)  # two processes at 40 ms a content, before any store
+    rates, stored = [first], 0
+    for size in (64, 128, 256, 256, 256, 8):  # the windows as they land, stores between them
+        progress.add_embedded(size, seconds=size * 0.04, workers=2)
+        for _ in range(min(size, 1000 - stored)):
+            now[0] += 0.015
+            progress.store_one(0.015)
+            stored += 1
+        rates.append(progress.rate())
+    for _ in range(1000 - stored):
+        progress.store_one(0.015)
+    assert all(rate is not None for rate in rates)
+    assert max(rates) / min(rates) < 1.3, rates
+    assert progress.eta() == 0
+    seconds = now[0]
+    assert progress.final().startswith(
+        f"imported 1000 memories in {seconds:.1f} s ({1000 / seconds:,.1f} memories/s)"
+    )

@@ -3,8 +3,9 @@
 :meth:`MemoryFacade.store` and :meth:`MemoryFacade.recall` check a request where it enters
 (``validators.check_store`` / ``check_recall``, with the memory's own limits) and hand the
 checked request to ``store_checked`` / ``recall_checked``, which each memory writes:
-:class:`~smriti.memory.Memory` runs the pipelines in this process, and the CLI's
-``SharedMemory`` asks the user's shared server. One definition, so the two cannot drift apart.
+:class:`~smriti.memory.Memory` runs the pipelines in this process. (The CLI's ``SharedMemory``
+sends requests unchecked to the shared server, whose tools check them with the same
+validators.)
 """
 
 from __future__ import annotations

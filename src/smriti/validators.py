@@ -19,6 +19,7 @@ model checks types, never a rule of its own.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -26,11 +27,23 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TypedDict, get_args
 
 from smriti.errors import InvalidInput
-from smriti.stores.base import MEMORY_TYPES, clean_label
 
 MemoryType = Literal["episodic", "semantic", "procedural"]
-"""The memory types (``stores.base.MEMORY_TYPES``), as a type for schemas."""
-assert get_args(MemoryType) == tuple(MEMORY_TYPES), "MemoryType must list stores.base.MEMORY_TYPES"
+"""The memory types, as a type for schemas (re-exported by ``stores.base``)."""
+MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
+
+# Control characters (NUL included) become spaces: FalkorDB 4.22 segfaults, taking down a
+# server every tenant shares, on a cue name holding one, or longer than ~4,000 bytes, in its
+# unique-constraint check. Every backend cleans and bounds names the same way, so an export
+# from one imports into any other.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+MAX_CUE_NAME = 200  # characters: at most 800 bytes of UTF-8
+
+
+def clean_label(text: str) -> str:
+    """``text`` without control characters (they become spaces), cut to MAX_CUE_NAME characters."""
+    return CONTROL_CHARACTERS.sub(" ", text)[:MAX_CUE_NAME]
+
 
 RecallMode = Literal["recall", "search", "list"]
 """recall: the full pipeline; search: vector similarity only; list: most recently accessed."""
@@ -138,7 +151,7 @@ def check_mode(mode: Any) -> str:
 
 
 def check_memory_type(memory_type: Any) -> str | None:
-    """One of ``stores.base.MEMORY_TYPES``, or None (no filter) for None or ``""``."""
+    """One of :data:`MEMORY_TYPES`, or None (no filter) for None or ``""``."""
     if memory_type in (None, ""):
         return None
     if memory_type not in MEMORY_TYPES:

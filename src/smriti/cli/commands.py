@@ -10,7 +10,12 @@ in a hook stay clean.
 
 An embedded store (SQLite or Kuzu) is opened by one process: while the user's shared server
 runs (started by the stdio ``smriti-mcp``), the commands ask it instead of opening the database
-(:mod:`smriti.cli.shared`); ``smriti status`` and ``smriti stop`` show and stop it.
+(:mod:`smriti.cli.shared`), and ``import``, ``view`` and ``restore`` borrow the database from it
+for their run; ``smriti status`` and ``smriti stop`` show and stop it.
+
+Each command imports what it needs when it runs: through the shared server a command loads no
+settings, models, database or MCP SDK (a recall beside a running client took 4.5-5.9 s when it
+did; issue 44). ``config`` and ``token`` are loaded when named (:class:`_Commands`).
 """
 
 from __future__ import annotations
@@ -24,38 +29,50 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, cast
 
 import typer
+from typer.core import TyperGroup
 
-from smriti.cli.config import config as config_command
-from smriti.cli.remote import call_tool
-from smriti.cli.render import (
-    components_table,
-    context_lines,
-    error_line,
-    mapping_table,
-    notice,
-    out,
-    print_json,
-    results_table,
-    server_summary,
-    trace_renderables,
-)
-from smriti.cli.service import restart_command, service_app
-from smriti.cli.shared import SharedRuntime, shared_runtime
-from smriti.cli.tokens import token_app
-from smriti.cli.transfer import export_to, import_from, import_plain
-from smriti.config import load_settings
 from smriti.errors import InvalidInput, SmritiError
-from smriti.stores.base import MemoryType
+from smriti.validators import MemoryType
 from smriti.validators import RecallMode as Mode
 
 if TYPE_CHECKING:
+    from typer import _click as click
+
+    from smriti.cli.shared import SharedRuntime
     from smriti.config import Settings
     from smriti.runtime import Runtime
+    from smriti.server.shared.client import Attachment
+
+
+class _Commands(TyperGroup):
+    """The root group: ``config``, ``token`` and ``service`` are imported when named (or listed by
+    ``--help``), so every other command runs without the settings reference they load."""
+
+    LAZY: ClassVar[dict[str, tuple[str, str]]] = {
+        "config": ("smriti.cli.config", "config_app"),
+        "token": ("smriti.cli.tokens", "token_app"),
+        "service": ("smriti.cli.service", "service_app"),
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*super().list_commands(ctx), *self.LAZY]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.LAZY:
+            return super().get_command(ctx, cmd_name)
+        import importlib
+
+        module, name = self.LAZY[cmd_name]
+        command = typer.main.get_command(getattr(importlib.import_module(module), name))
+        command.name = cmd_name
+        return command
+
 
 app = typer.Typer(
+    cls=_Commands,
     name="smriti",
     help="Smriti: graph-shaped long-term memory for LLM agents "
     "(configuration from environment variables: `smriti config` shows it).",
@@ -66,9 +83,6 @@ app = typer.Typer(
 )
 graph_app = typer.Typer(help="Print a pipeline graph as a Mermaid diagram.", no_args_is_help=True)
 app.add_typer(graph_app, name="graph")
-app.add_typer(token_app, name="token")
-app.add_typer(service_app, name="service")
-app.command("config")(config_command)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 ServerOption = Annotated[
@@ -81,6 +95,12 @@ class ImportSource(StrEnum):
     smriti = "smriti"
     server_memory = "server-memory"
     text = "text"
+
+
+class TextSplit(StrEnum):  # smriti.cli.importers.text.SPLITS (checked by tests/test_importers.py)
+    auto = "auto"
+    paragraphs = "paragraphs"
+    lines = "lines"
 
 
 @dataclass
@@ -100,6 +120,8 @@ def _root(
 
 # ----------------------------------------------------------------------------- plumbing
 def _fail(message: str, code: int) -> typer.Exit:
+    from smriti.cli.render import error_line
+
     error_line(message)
     return typer.Exit(code)
 
@@ -114,6 +136,8 @@ def _handled() -> Iterator[None]:
 
 
 def _settings(ctx: typer.Context) -> Settings:
+    from smriti.config import load_settings
+
     settings = load_settings()
     options: Options = ctx.obj or Options()
     # The CLI is interactive: library INFO chatter would bury the answer, so WARNING unless -v.
@@ -123,23 +147,45 @@ def _settings(ctx: typer.Context) -> Settings:
     return settings
 
 
+def _shared(ctx: typer.Context) -> SharedRuntime | None:
+    """The user's shared server when one serves this memory (found without the settings)."""
+    from smriti.cli.shared import shared_runtime
+
+    return shared_runtime((ctx.obj or Options()).user)
+
+
 @contextmanager
-def _runtime(
-    ctx: typer.Context, with_backup: bool = False, settings: Settings | None = None
-) -> Iterator[Runtime | SharedRuntime]:
+def _runtime(ctx: typer.Context, with_backup: bool = False) -> Iterator[Runtime | SharedRuntime]:
     """The user's memory: through the shared server while one runs, else opened here."""
+    if (shared := _shared(ctx)) is not None:
+        yield shared
+        return
+    with _local(ctx, with_backup) as runtime:
+        yield runtime
+
+
+@contextmanager
+def _local(
+    ctx: typer.Context, with_backup: bool = False, settings: Settings | None = None
+) -> Iterator[Runtime]:
+    """The user's memory opened in this process (see :func:`_borrowed` beside a shared server)."""
     from smriti.runtime import close_runtime, open_runtime
 
     settings = settings or _settings(ctx)
-    options: Options = ctx.obj or Options()
-    if (shared := shared_runtime(settings, options.user)) is not None:
-        yield shared
-        return
-    runtime = open_runtime(settings, user=options.user, with_backup=with_backup)
+    runtime = open_runtime(settings, user=(ctx.obj or Options()).user, with_backup=with_backup)
     try:
         yield runtime
     finally:
         close_runtime(runtime, final_sync=False)
+
+
+@contextmanager
+def _borrowed(ctx: typer.Context, command: str) -> Iterator[None]:
+    """The database handed over by the user's shared server (if one runs) for ``command``."""
+    from smriti.cli.shared import borrowed
+
+    with borrowed((ctx.obj or Options()).user, command):
+        yield
 
 
 def _read_text(value: str) -> str:
@@ -161,6 +207,7 @@ def serve(
     ] = None,
 ) -> None:
     """Run the MCP server (the same as [bold]smriti-mcp[/bold])."""
+    from smriti.config import load_settings
     from smriti.server.launch import serve as run_server
     from smriti.server.launch import worker_count
 
@@ -189,20 +236,24 @@ def store(
     from smriti.validators import check_store
 
     with _handled():
-        settings = _settings(ctx)
-        # Checked where it enters, before the memory is opened; not again in the pipeline.
-        request = check_store(
-            _read_text(content),
-            max_chars=settings.max_content_chars,
-            importance=importance,
-            tags=tags,
-            source=source,
-            occurred_at=occurred_at,
-        )
-        with _runtime(ctx, settings=settings) as runtime:
+        text = _read_text(content)
+        fields: dict[str, Any] = {"importance": importance, "tags": tags, "source": source}
+        if (shared := _shared(ctx)) is not None:  # the server checks it, as any client's
             if supersedes:
-                request["supersedes"] = runtime.memory.resolve_id(supersedes)
-            stored = runtime.memory.store_checked(request)
+                fields["supersedes"] = shared.memory.resolve_id(supersedes)
+            stored = shared.memory.store(text, occurred_at=occurred_at, **fields)
+        else:
+            settings = _settings(ctx)
+            # Checked where it enters, before the memory is opened; not again in the pipeline.
+            request = check_store(
+                text, max_chars=settings.max_content_chars, occurred_at=occurred_at, **fields
+            )
+            with _local(ctx, settings=settings) as runtime:
+                if supersedes:
+                    request["supersedes"] = runtime.memory.resolve_id(supersedes)
+                stored = runtime.memory.store_checked(request)
+    from smriti.cli.render import out, print_json
+
     stored = {k: v for k, v in stored.items() if k != "trace"}
     if as_json:
         return print_json(stored)
@@ -229,18 +280,19 @@ def _recall(
 ):
     from smriti.validators import check_recall
 
+    fields: dict[str, Any] = {
+        "limit": limit,
+        "mode": mode,
+        "memory_type": memory_type,
+        "explain": explain,
+        "include_superseded": include_superseded,
+    }
+    if (shared := _shared(ctx)) is not None:  # the server checks it, as any client's
+        return shared.memory.recall(query=query, **fields)
     settings = _settings(ctx)
     # Checked where it enters, before the memory is opened; not again in the pipeline.
-    request = check_recall(
-        query,
-        max_results=settings.memory_fabric_max_results,
-        limit=limit,
-        mode=mode,
-        memory_type=memory_type,
-        explain=explain,
-        include_superseded=include_superseded,
-    )
-    with _runtime(ctx, settings=settings) as runtime:
+    request = check_recall(query, max_results=settings.memory_fabric_max_results, **fields)
+    with _local(ctx, settings=settings) as runtime:
         return runtime.memory.recall_checked(request)
 
 
@@ -260,6 +312,8 @@ def recall(
     """Recall memories (the unified result format)."""
     with _handled():
         result = _recall(ctx, query, limit, mode, memory_type, explain, include_superseded)
+    from smriti.cli.render import components_table, out, print_json, results_table, trace_renderables
+
     if as_json:
         return print_json(result)
     console = out()
@@ -282,6 +336,8 @@ def list_(
     """List the most recently used memories."""
     with _handled():
         result = _recall(ctx, "", limit, "list", memory_type, False)
+    from smriti.cli.render import out, print_json, results_table
+
     if as_json:
         return print_json(result)
     console = out()
@@ -297,6 +353,8 @@ def forget(
     with _handled(), _runtime(ctx) as runtime:
         memory = runtime.memory
         done = memory.forget(memory.resolve_id(memory_id))
+    from smriti.cli.render import out
+
     out().print(f"forgot [cyan]{done['forgotten']}[/cyan]")
 
 
@@ -305,18 +363,23 @@ def consolidate(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """Repair half-written memories, decay, prune, strengthen, drop orphan cues, recluster, index."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from smriti.cli.render import err
-    from smriti.pipelines.consolidate import STEPS
+    from smriti.cli.render import err, mapping_table, out, print_json, trace_renderables
 
-    columns = (TextColumn("consolidating: {task.description}"), BarColumn(), MofNCompleteColumn())
-    with _handled(), _runtime(ctx) as runtime, Progress(*columns, console=err(), transient=True) as bar:
-        task = bar.add_task(STEPS[0], total=len(STEPS))
+    with _handled(), _runtime(ctx) as runtime:
+        if (shared := _shared_runtime(runtime)) is not None:  # its steps are the server's
+            report = shared.consolidate()
+        else:
+            from smriti.pipelines.consolidate import STEPS
 
-        def advance(step: str) -> None:
-            done = STEPS.index(step) + 1 if step in STEPS else 0
-            bar.update(task, completed=done, description=STEPS[done] if done < len(STEPS) else "done")
+            columns = (TextColumn("consolidating: {task.description}"), BarColumn(), MofNCompleteColumn())
+            with Progress(*columns, console=err(), transient=True) as bar:
+                task = bar.add_task(STEPS[0], total=len(STEPS))
 
-        report = runtime.consolidate(on_step=advance)
+                def advance(step: str) -> None:
+                    done = STEPS.index(step) + 1 if step in STEPS else 0
+                    bar.update(task, completed=done, description=STEPS[done] if done < len(STEPS) else "done")
+
+                report = runtime.consolidate(on_step=advance)
     trace = report.pop("trace", [])
     if as_json:
         return print_json({**report, "trace": trace})
@@ -329,10 +392,15 @@ def consolidate(ctx: typer.Context, as_json: JsonFlag = False) -> None:
 @app.command()
 def stats(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """Counts, clusters, index state, models in use and backup status."""
-    from smriti.runtime import describe_status
+    from smriti.cli.render import mapping_table, out, print_json
 
     with _handled(), _runtime(ctx, with_backup=True) as runtime:
-        status = runtime.describe() if isinstance(runtime, SharedRuntime) else describe_status(runtime)
+        if (shared := _shared_runtime(runtime)) is not None:
+            status = shared.describe()
+        else:
+            from smriti.runtime import describe_status
+
+            status = describe_status(cast("Runtime", runtime))
     if as_json:
         return print_json(status)
     out().print(mapping_table(f"memory of {status.get('user')}", status))
@@ -349,10 +417,12 @@ def enrich(
     as_json: JsonFlag = False,
 ) -> None:
     """Run the queued LLM analyses now (a running server does this in the background)."""
+    from smriti.cli.render import out, print_json
+
     with _handled(), _runtime(ctx) as runtime:
-        if isinstance(runtime, SharedRuntime):  # it drains the queue itself, in the background
-            raise runtime.refuse("enrich")
-        report = runtime.memory.enrich(wait=wait, timeout=timeout, retry_failed=retry_failed)
+        if (shared := _shared_runtime(runtime)) is not None:  # it drains the queue in the background
+            raise shared.refuse("enrich")
+        report = cast("Runtime", runtime).memory.enrich(wait=wait, timeout=timeout, retry_failed=retry_failed)
     if as_json:
         return print_json(report)
     ran = ", ".join(f"{n} {status}" for status, n in sorted(report["ran"].items())) or "nothing due"
@@ -370,6 +440,9 @@ def export_(
     path: Annotated[str, typer.Argument(help="Output file (JSON Lines), or - for stdout.")] = "-",
 ) -> None:
     """Export every memory, cue and edge as JSON Lines."""
+    from smriti.cli.render import notice
+    from smriti.cli.transfer import export_to
+
     with _handled(), _runtime(ctx) as runtime:
         count = export_to(cast(Any, runtime.memory), path)  # either reads export_records() only
     notice(f"exported {count} records" + ("" if path == "-" else f" to {path}"))
@@ -392,21 +465,34 @@ def import_(
         ImportSource,
         typer.Option(
             "--from",
-            help="smriti: an export; server-memory: the MCP reference server's file; text: paragraphs.",
+            help="smriti: an export; server-memory: the MCP reference server's file; "
+            "text: paragraphs or lines.",
         ),
     ] = ImportSource.smriti,
+    split: Annotated[
+        TextSplit,
+        typer.Option(
+            help="--from text: a memory per paragraph or per line; "
+            "auto: by lines in a file without blank lines."
+        ),
+    ] = TextSplit.auto,
 ) -> None:
-    """Import an export, another memory server's file or text (idempotent: twice adds nothing)."""
-    with _handled(), _runtime(ctx) as runtime:
-        if isinstance(runtime, SharedRuntime):
-            raise runtime.refuse("import")
-        if source is ImportSource.smriti:
-            if path.is_dir():
-                raise InvalidInput(f"{path} is a folder: an export is one file (--from text reads folders)")
-            count = import_from(runtime.memory, path, reembed_all)
-            out().print(f"imported {count} records from {path}")
-            return
-        counts = import_plain(runtime.memory, path, source.value)
+    """Import an export, another memory server's file or text (idempotent: twice adds nothing).
+
+    Beside a running client the shared server hands the database over for the import (its
+    clients' requests wait until it is done)."""
+    from smriti.cli.render import out
+    from smriti.cli.transfer import import_from, import_plain
+
+    with _handled():
+        if source is ImportSource.smriti and path.is_dir():
+            raise InvalidInput(f"{path} is a folder: an export is one file (--from text reads folders)")
+        with _borrowed(ctx, "import"), _local(ctx) as runtime:
+            if source is ImportSource.smriti:
+                count = import_from(runtime.memory, path, reembed_all)
+                out().print(f"imported {count} records from {path}")
+                return
+            counts = import_plain(runtime.memory, path, source.value, split.value)
     out().print(
         f"imported {counts['stored']} memories from {path}"
         f" ({counts['deduplicated']} already known, {counts['relations']} relations)"
@@ -425,16 +511,32 @@ def context(
     server: ServerOption = None,
 ) -> None:
     """Print the most relevant memories as bullet lines (for a session-start or prompt hook)."""
+    from smriti.cli.render import context_lines
+
     with _handled():
         query = _hook_prompt(prompt)
         if server:
+            from smriti.cli.remote import call_tool
+
             result = call_tool(server, "smriti_recall", {"query": query, "limit": limit})
         else:
             result = _recall(ctx, query, limit, "recall", None, False)
-    if budget is None:
-        budget = _settings(ctx).context_budget_chars
+        if budget is None:
+            budget = _context_budget(ctx)
     for line in context_lines(result, max_chars, budget):
         print(line)
+
+
+def _context_budget(ctx: typer.Context) -> int:
+    """CONTEXT_BUDGET_CHARS: the shared server's, unless this process's environment sets it
+    (then read through the settings, which check it)."""
+    import os
+
+    if not any(name.lower() == "context_budget_chars" for name in os.environ):
+        shared = _shared(ctx)
+        if shared is not None and isinstance(shared.status.get("context_budget_chars"), int):
+            return int(shared.status["context_budget_chars"])
+    return _settings(ctx).context_budget_chars
 
 
 def _hook_prompt(value: str) -> str:
@@ -465,11 +567,10 @@ def view(
     port: Annotated[int, typer.Option(help="Port for --serve (0: any free one).")] = 0,
 ) -> None:
     """Write the memory graph as one self-contained HTML file (no network needed to open it)."""
+    from smriti.cli.render import notice
     from smriti.view import collect, render
 
-    with _handled(), _runtime(ctx) as runtime:
-        if isinstance(runtime, SharedRuntime):
-            raise runtime.refuse("view")
+    with _handled(), _borrowed(ctx, "view"), _local(ctx) as runtime:
         page = render(collect(runtime.memory, limit), runtime.memory.context.store.user)
     output.write_text(page, encoding="utf-8")
     notice(f"wrote {output} ({len(page) // 1024} KiB)")
@@ -481,6 +582,8 @@ def _serve_file(path: Path, port: int) -> None:
     """Serve one file on loopback only (the graph holds the user's memories)."""
     import functools
     import http.server
+
+    from smriti.cli.render import notice
 
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(path.resolve().parent))
     with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
@@ -504,6 +607,7 @@ def capture(
     """Keep what a session stated (decisions, preferences, facts) as memories (a session-end hook)."""
     from smriti.cli.capture import capture as capture_session
     from smriti.cli.capture import read_session
+    from smriti.cli.render import notice
 
     with _handled():
         if source == "-":
@@ -525,18 +629,25 @@ def capture(
 @app.command()
 def sync(ctx: typer.Context, server: ServerOption = None) -> None:
     """Push the memory to the configured backup now (for a session-end hook)."""
+    from smriti.cli.render import mapping_table, notice, out
+    from smriti.runtime import NOTHING_TO_SYNC
+
     with _handled():
         if server:
+            from smriti.cli.remote import call_tool
+
             done = call_tool(server, "smriti_manage", {"action": "sync"})
             return out().print(mapping_table("backup sync", done.get("details") or {"status": "done"}))
-        settings = _settings(ctx)
-        if settings.backup_type == "none":
-            from smriti.runtime import NOTHING_TO_SYNC
-
-            notice(NOTHING_TO_SYNC)
-            return
-        with _runtime(ctx, with_backup=True, settings=settings) as runtime:
-            result = runtime.sync()
+        if (shared := _shared(ctx)) is not None:
+            result = shared.sync()
+            if result.get("status") == "disabled":  # the server's BACKUP_TYPE is none
+                return notice(NOTHING_TO_SYNC)
+        else:
+            settings = _settings(ctx)
+            if settings.backup_type == "none":
+                return notice(NOTHING_TO_SYNC)
+            with _local(ctx, with_backup=True, settings=settings) as runtime:
+                result = runtime.sync()
     out().print(mapping_table("backup sync", result or {"status": "done"}))
 
 
@@ -545,14 +656,15 @@ def restore(
     ctx: typer.Context,
     force: Annotated[bool, typer.Option(help="Overwrite local memories that differ.")] = False,
 ) -> None:
-    """Restore the memory from the configured backup."""
+    """Restore the memory from the configured backup (beside a running client the shared
+    server hands the database over for it)."""
+    from smriti.cli.render import mapping_table, out
     from smriti.cli.transfer import restore_backup
 
     with _handled():
         settings = _settings(ctx)
-        if (shared := shared_runtime(settings, (ctx.obj or Options()).user)) is not None:
-            raise shared.refuse("restore")
-        result = restore_backup(settings, (ctx.obj or Options()).user, force)
+        with _borrowed(ctx, "restore"):
+            result = restore_backup(settings, (ctx.obj or Options()).user, force)
     out().print(mapping_table("restore", result or {"status": "done"}))
 
 
@@ -566,10 +678,11 @@ def status(
 ) -> None:
     """Show the user's shared server (pid, sessions, memory counts, changed settings); exit 1
     when none runs."""
+    from smriti.cli.render import mapping_table, notice, out, print_json, server_summary
     from smriti.server.shared.client import server_status, shared_paths
 
     with _handled():
-        paths = shared_paths(_user_settings(ctx))
+        paths = shared_paths(_place(ctx))
         running = server_status(paths, timeout=10.0, memory=True)
     if as_json:
         print_json(running or {"running": False, "socket": str(paths.socket)})
@@ -585,19 +698,34 @@ def status(
 @app.command()
 def stop(ctx: typer.Context) -> None:
     """Stop the user's shared server (stdio clients start it again on their next request)."""
+    from smriti.cli.render import notice
     from smriti.server.shared.client import shared_paths, stop_server
 
     with _handled():
-        stopped = stop_server(shared_paths(_user_settings(ctx)))
+        stopped = stop_server(shared_paths(_place(ctx)))
     notice("no shared Smriti server was running" if stopped is None else f"stopped pid {stopped.get('pid')}")
     if stopped is not None and stopped.get("service"):
+        from smriti.cli.service import restart_command
+
         notice(f"it was the service's, which stays stopped until: {restart_command()}")
 
 
-def _user_settings(ctx: typer.Context) -> Settings:
-    settings = _settings(ctx)
+def _place(ctx: typer.Context) -> Attachment:
+    """Whose shared server, and where: read as the relay reads it (no settings), or from the
+    settings when the shared server is off (``status`` then says none runs)."""
+    import dataclasses
+
+    from smriti.server.shared.client import Attachment
+
+    place = Attachment.from_environment() or Attachment.of(_settings(ctx))
     user = (ctx.obj or Options()).user
-    return settings if user is None else settings.model_copy(update={"accessing_user": user})
+    return place if user is None else dataclasses.replace(place, accessing_user=user)
+
+
+def _shared_runtime(runtime: object) -> SharedRuntime | None:
+    from smriti.cli.shared import SharedRuntime
+
+    return runtime if isinstance(runtime, SharedRuntime) else None
 
 
 def _print_graph(name: str) -> None:
@@ -626,8 +754,13 @@ def graph_consolidate() -> None:
 
 
 def main() -> None:
-    """Entry point of the ``smriti`` console script."""
-    app(prog_name="smriti")
+    """Entry point of the ``smriti`` console script: the app, with its simple parameters
+    converted without pydantic (:mod:`smriti.cli.params`)."""
+    from smriti.cli.params import plain_parameters
+
+    command = typer.main.get_command(app)
+    plain_parameters(command)
+    command(prog_name="smriti")
 
 
 if __name__ == "__main__":

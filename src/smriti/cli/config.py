@@ -65,6 +65,10 @@ def config(
 
 config.__doc__ = f"{config.__doc__}\n\n{_SECTIONS_HELP}"
 
+# The app ``smriti config`` loads when named (cli/commands.py, _Commands): the one command.
+config_app = typer.Typer(add_completion=False, rich_markup_mode="rich")
+config_app.command("config")(config)
+
 
 def _from_option(row: SettingRow, option: str) -> SettingRow:
     return SettingRow(row.section, row.field, row.variable, row.value, f"option ({option})", row.description)

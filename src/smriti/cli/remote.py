@@ -14,18 +14,16 @@ from typing import Any
 from smriti.errors import InvalidInput, StoreError
 
 
-def call_tool(url: str, name: str, arguments: dict[str, Any], *, uds: str | None = None) -> dict[str, Any]:
+def call_tool(url: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """Call one tool on the server at ``url``; returns its structured content.
 
-    ``uds``: a unix socket that every request goes to (the user's shared server), whatever the
-    URL's host.
+    (The user's shared server is asked without the MCP SDK: :mod:`smriti.server.shared.calls`.)
 
     Raises:
         InvalidInput: the server refused the call (tool error), with its message, or the token.
         StoreError: the server could not be reached.
     """
     import anyio
-    import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
@@ -41,18 +39,7 @@ def call_tool(url: str, name: str, arguments: dict[str, Any], *, uds: str | None
             refused.append(response.status_code)
 
     async def run() -> Any:
-        if uds is not None:
-            from smriti.server.shared.client import quiet_cancelled_socket_reads
-
-            quiet_cancelled_socket_reads()
-            # The socket's 0600 mode is the authentication; no read timeout: a consolidation may
-            # take minutes, and the server is local.
-            http = httpx2.AsyncClient(
-                transport=httpx2.AsyncHTTPTransport(uds=uds), timeout=httpx2.Timeout(30.0, read=None)
-            )
-        else:
-            http = http_client(headers=headers)
-        async with http:
+        async with http_client(headers=headers) as http:
             http.event_hooks["response"].append(note_refusal)
             async with Client(streamable_http_client(url, http_client=http)) as client:
                 return await client.call_tool(name, arguments)
@@ -66,8 +53,7 @@ def call_tool(url: str, name: str, arguments: dict[str, Any], *, uds: str | None
                 f"the Smriti server at {url} answered {refused[0]}: the bearer token (SMRITI_TOKEN) {why}; "
                 "create one with `smriti token add USER`"
             ) from None
-        where = f"the shared Smriti server ({uds})" if uds else f"the Smriti server at {url}"
-        raise StoreError(f"cannot reach {where}: {_first_cause(error)}") from None
+        raise StoreError(f"cannot reach the Smriti server at {url}: {_first_cause(error)}") from None
     if result.is_error:
         text = " ".join(getattr(block, "text", "") for block in result.content)
         raise InvalidInput(text.removeprefix(f"Error executing tool {name}: "))

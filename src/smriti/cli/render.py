@@ -1,27 +1,40 @@
 """Rich rendering for the ``smriti`` command line: result tables, traces, stats, reports.
 
-Consoles are created per call (not at import) so they write to whatever ``sys.stdout`` /
-``sys.stderr`` is current, which is what test runners and shell redirection expect.
+Rich is imported when something is drawn, not with the module: ``smriti context`` (a hook) and
+``--json`` output print plain lines. Consoles are created per call (not at import) so they
+write to whatever ``sys.stdout`` / ``sys.stderr`` is current, which is what test runners and
+shell redirection expect.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+
+def escape(text: str) -> str:
+    """``text`` with Rich markup escaped."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 def out() -> Console:
     """The stdout console (results)."""
+    from rich.console import Console
+
     return Console(highlight=False)
 
 
 def err() -> Console:
     """The stderr console (errors, notices, progress), never wrapped so errors stay one line."""
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -50,6 +63,8 @@ def _short(text: str, limit: int = 240) -> str:
 
 def results_table(result: Mapping[str, Any], width: int = 120) -> Table:
     """The unified result as a table: rank, score, id, type, cluster, text (+ entities when wide)."""
+    from rich.table import Table
+
     mode = result.get("mode", "recall")
     title = f"{result.get('total_results', 0)} result(s) for {result.get('query')!r} ({mode})"
     if not result.get("query"):
@@ -85,6 +100,8 @@ def results_table(result: Mapping[str, Any], width: int = 120) -> Table:
 
 def components_table(result: Mapping[str, Any]) -> Table | None:
     """Each result's score components (present with ``explain``): one row per component."""
+    from rich.table import Table
+
     rows = [item for item in result.get("results", []) if item.get("components")]
     if not rows:
         return None
@@ -100,6 +117,7 @@ def components_table(result: Mapping[str, Any]) -> Table | None:
 
 def trace_renderables(trace: Iterable[Mapping[str, Any]]) -> list[Any]:
     """Per pipeline node: a heading (timing, notes) and a table of its candidates, if any."""
+    from rich.table import Table
     from rich.text import Text
 
     parts: list[Any] = []
@@ -122,6 +140,8 @@ def trace_renderables(trace: Iterable[Mapping[str, Any]]) -> list[Any]:
 
 def mapping_table(title: str, data: Mapping[str, Any]) -> Table:
     """Key/value table; nested mappings are flattened as ``parent.child``."""
+    from rich.table import Table
+
     table = Table(title=escape(title), show_header=False)
     table.add_column("key", style="bold")
     table.add_column("value")

@@ -1,121 +1,121 @@
 """The CLI on a memory that the user's shared server holds open.
 
 While the shared server runs, it alone may open the embedded database, so ``smriti`` commands
-ask it instead: through its MCP tools (store, recall, forget, consolidate, stats, sync) and, for
-what no tool does, through two routes of its own on the same 0600 socket (``/cli/resolve``: the
-id a prefix names; ``/cli/export``: every record as JSON Lines). :class:`SharedRuntime` stands in
-for :class:`~smriti.runtime.Runtime` in ``cli._runtime``, so each command keeps one code
-path. Commands that need the database itself (import, view, restore) say to stop the server.
+ask it instead, found and called with the standard library only (no settings, no MCP SDK, no
+HTTP library: :mod:`smriti.server.shared.calls`), so a command costs little more than Python's
+start: its MCP tools on the lines socket (store, recall, forget, consolidate, stats, sync), which
+check every request as they check an MCP client's, and its routes for what no tool does
+(``/cli/resolve``: the id a prefix names; ``/cli/export``: every record as JSON Lines).
+
+The commands that open the database themselves (``import``, ``view``, ``restore``) borrow it
+(:func:`borrowed`): the server closes the memory until the command is done, its clients'
+requests wait meanwhile, and the first one after opens it again.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from smriti.cli.remote import call_tool
-from smriti.errors import InvalidInput, NotFound, StoreError
-from smriti.facade import MemoryFacade
-from smriti.server.shared.client import MCP_URL, SharedPaths, http_client, serving
-
-if TYPE_CHECKING:
-    from smriti.config import Settings
-    from smriti.validators import RecallRequest, StoreRequest
-
-NEEDS_THE_DATABASE = (
-    "the shared Smriti server holds this memory open ({socket}); `smriti {command}` needs the "
-    "database itself: run `smriti stop` first (stdio clients start the server again when they next ask)"
-)
+from smriti.errors import InvalidInput, StoreError
+from smriti.server.shared.calls import call_tool, http_request, json_lines, post_json
+from smriti.server.shared.client import Attachment, SharedPaths, server_status, shared_paths
 
 
-class SharedMemory(MemoryFacade):
-    """A memory the user's shared server holds open: :meth:`store` and :meth:`recall` are
-    :class:`~smriti.facade.MemoryFacade`'s (checked here, as :class:`~smriti.memory.Memory`
-    checks them); the checked requests, and the rest the CLI calls, go to the server."""
+class SharedMemory:
+    """The memory of the shared server, answering what the CLI's commands call."""
 
-    def __init__(self, paths: SharedPaths, settings: Settings) -> None:
+    def __init__(self, paths: SharedPaths) -> None:
         self.paths = paths
-        self._settings = settings
 
-    @property
-    def settings(self) -> Settings:
-        return self._settings
+    def tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return call_tool(self.paths, name, arguments)
 
-    def _tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return call_tool(MCP_URL, name, arguments, uds=str(self.paths.socket))
+    def store(self, content: str, **fields: Any) -> dict[str, Any]:
+        """``smriti_store``: the server checks the request (MAX_CONTENT_CHARS and every rule)."""
+        arguments = {"content": content, **{key: value for key, value in fields.items() if value != ""}}
+        return self.tool("smriti_store", arguments)
 
-    # The CLI checked these where they entered; the server checks them again at its own tool
-    # boundary, since a server takes no other process's word for its input.
-    def store_checked(self, request: StoreRequest, created_at: datetime | None = None) -> dict[str, Any]:
-        if created_at is not None:
-            raise InvalidInput(
-                "the shared Smriti server stores a memory at the time it receives it: run "
-                "`smriti stop` to store one with a past created_at"
-            )
-        return self._tool("smriti_store", {key: value for key, value in request.items() if value != ""})
-
-    def recall_checked(self, request: RecallRequest) -> dict[str, Any]:
-        return self._tool("smriti_recall", dict(request))
+    def recall(self, **request: Any) -> dict[str, Any]:
+        """``smriti_recall`` (checked by the server, as for any client)."""
+        return self.tool("smriti_recall", {key: value for key, value in request.items() if value is not None})
 
     def forget(self, memory_id: str) -> dict[str, Any]:
-        done = self._tool("smriti_manage", {"action": "forget", "memory_id": memory_id})
+        done = self.tool("smriti_manage", {"action": "forget", "memory_id": memory_id})
         details: dict[str, Any] = done["details"]
         return details
 
     def resolve_id(self, prefix: str) -> str:
-        answer = self._post("/cli/resolve", {"prefix": prefix})
-        return str(answer["id"])
+        return str(post_json(self.paths, "/cli/resolve", {"prefix": prefix})["id"])
 
     def export_records(self) -> Iterator[dict[str, Any]]:
-        with http_client(self.paths, timeout=None) as client, client.stream("GET", "/cli/export") as response:
-            if response.status_code != 200:
-                raise StoreError(f"the shared Smriti server could not export: {response.read().decode()}")
-            for line in response.iter_lines():
-                if line.strip():
-                    yield json.loads(line)
-
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        with http_client(self.paths, timeout=None) as client:
-            response = client.post(path, json=body)
-        answer: dict[str, Any] = response.json()
-        if response.status_code == 404:
-            raise NotFound(answer["error"])
-        if response.status_code == 400:
-            raise InvalidInput(answer["error"])
-        if response.status_code != 200:
-            raise StoreError(answer.get("error", f"the shared Smriti server answered {response.status_code}"))
-        return answer
+        return json_lines(self.paths, "/cli/export")
 
 
 class SharedRuntime:
-    """What ``cli._runtime`` yields while the shared server holds the memory."""
+    """What the CLI's commands use while the shared server holds the memory."""
 
-    def __init__(self, paths: SharedPaths, settings: Settings) -> None:
+    def __init__(self, paths: SharedPaths, status: dict[str, Any]) -> None:
         self.paths = paths
-        self.memory = SharedMemory(paths, settings)
+        self.status = status  # the server's /status: pid, settings it runs with
+        self.memory = SharedMemory(paths)
 
     def consolidate(self, on_step: Callable[[str], None] | None = None) -> dict[str, Any]:
-        done = self.memory._tool("smriti_manage", {"action": "consolidate", "explain": True})
+        done = self.memory.tool("smriti_manage", {"action": "consolidate", "explain": True})
         return {**done["details"], "trace": done.get("trace", [])}
 
     def sync(self) -> dict[str, Any]:
-        details: dict[str, Any] = self.memory._tool("smriti_manage", {"action": "sync"})["details"]
+        details: dict[str, Any] = self.memory.tool("smriti_manage", {"action": "sync"})["details"]
         return details
 
     def describe(self) -> dict[str, Any]:
-        details: dict[str, Any] = self.memory._tool("smriti_manage", {"action": "stats"})["details"]
+        details: dict[str, Any] = self.memory.tool("smriti_manage", {"action": "stats"})["details"]
         return details
 
     def refuse(self, command: str) -> InvalidInput:
-        """The error for a command that must open the database itself."""
-        return InvalidInput(NEEDS_THE_DATABASE.format(socket=self.paths.socket, command=command))
+        """The error for a command the shared server does itself (``enrich``: its worker)."""
+        return InvalidInput(
+            f"the shared Smriti server holds this memory ({self.paths.socket}) and runs `smriti {command}`'s "
+            "work in the background; to run it here, `smriti stop` first"
+        )
 
 
-def shared_runtime(settings: Settings, user: str | None) -> SharedRuntime | None:
-    """A :class:`SharedRuntime` when a shared server serves ``user`` (default ACCESSING_USER)."""
-    if user is not None and user != settings.accessing_user:
-        settings = settings.model_copy(update={"accessing_user": user})
-    paths = serving(settings)
-    return None if paths is None else SharedRuntime(paths, settings)
+def shared_runtime(user: str | None) -> SharedRuntime | None:
+    """A :class:`SharedRuntime` when a shared server serves ``user`` (default ACCESSING_USER).
+
+    Read from the environment as the stdio relay reads it (:class:`Attachment`), without the
+    settings: None when SMRITI_SHARED is off or nothing answers on the user's socket.
+
+    Raises:
+        UnsafeUserError: the user name cannot be a folder name.
+    """
+    attachment = Attachment.from_environment()
+    if attachment is None:
+        return None
+    if user is not None:
+        attachment = dataclasses.replace(attachment, accessing_user=user)
+    paths = shared_paths(attachment)
+    status = server_status(paths)
+    return None if status is None else SharedRuntime(paths, status)
+
+
+@contextlib.contextmanager
+def borrowed(user: str | None, command: str) -> Iterator[None]:
+    """The user's memory closed by its shared server (if one runs) while the block runs.
+
+    The block opens the database itself; when it ends (or this process dies) the connection
+    closes and the server's next request opens the memory again.
+
+    Raises:
+        StoreError: the server did not hand the memory over.
+    """
+    shared = shared_runtime(user)
+    if shared is None:
+        yield
+        return
+    with http_request(shared.paths, "POST", "/cli/lend", {"command": command}) as response:
+        if not response.readline().strip():
+            raise StoreError(f"the shared Smriti server did not hand the memory over for `smriti {command}`")
+        yield

@@ -17,7 +17,7 @@ from smriti.errors import SmritiError
 from smriti.server.tokens import TokenFile
 
 token_app = typer.Typer(help="Bearer tokens of the HTTP server (smriti-mcp --transport streamable-http).",
-                        no_args_is_help=True)  # fmt: skip
+                        no_args_is_help=True, add_completion=False, rich_markup_mode="rich")  # fmt: skip
 
 
 def _file() -> TokenFile:

@@ -92,45 +92,13 @@ def reembed(records: list[dict[str, Any]], embedder: Any) -> list[dict[str, Any]
     return kept
 
 
-def progress_columns() -> tuple[Any, ...]:
-    """The import bars' columns: what, the bar, done/total, the rate and the time left."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        ProgressColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-    from rich.text import Text
-
-    class RateColumn(ProgressColumn):
-        """Memories a second (rich's speed column counts bytes)."""
-
-        def render(self, task: Any) -> Text:
-            speed = task.finished_speed or task.speed
-            return Text(f"{speed:,.0f}/s" if speed else "", style="progress.data.speed")
-
-    return (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        RateColumn(),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-    )
-
-
 def import_from(memory: Memory, path: Path, reembed_all: bool = False) -> int:
-    """Import an export file with a progress bar on stderr; returns the records applied.
+    """Import an export file with its progress on stderr; returns the records applied.
 
     With ``reembed_all`` the engrams are embedded again by this memory's embedder, so an
     export made with another embedding model (or dimension) can be imported.
     """
-    from rich.progress import Progress
-
-    from smriti.cli.render import err
+    from smriti.cli.progress import ImportProgress
 
     dims = None if reembed_all else memory.context.settings.embedding_dims
     # why: parsing makes millions of floats, and the collector's full passes over a growing heap
@@ -143,47 +111,46 @@ def import_from(memory: Memory, path: Path, reembed_all: bool = False) -> int:
     if reembed_all:
         records = reembed(records, memory.context.embedder)
     memories = sum(1 for record in records if record.get("kind") == "engram")
-    console = err()
-    with Progress(*progress_columns(), console=console) as progress:
-        task = progress.add_task("importing memories", total=memories)
-        written = 0
-
-        def advance(done: int) -> None:
-            nonlocal written
-            written += done
-            progress.advance(task, done)
-            if not console.is_terminal:  # a log or a pipe gets a line per batch instead of a bar
-                console.print(f"imported {written}/{memories} memories")
-
+    with ImportProgress(memories, embedding=False) as progress:
         try:
-            applied = memory.import_records(records, advance)
+            applied = memory.import_records(records, progress.add_stored)
         except (KeyError, TypeError, ValueError) as error:
             raise InvalidInput(f"{path}: import stopped at a malformed record: {error!r}") from None
-        finish_indexes(memory, progress, console)
-        return applied
+    progress.console.print(progress.final(), markup=False, highlight=False)
+    finish_indexes(memory, progress.console)
+    return applied
 
 
-def import_plain(memory: Memory, path: Path, source: str) -> dict[str, int]:
-    """``smriti import --from server-memory|text``: store each item with a progress bar."""
-    from rich.progress import Progress
-
+def import_plain(memory: Memory, path: Path, source: str, split: str = "auto") -> dict[str, int]:
+    """``smriti import --from server-memory|text``: store each item, with its progress on stderr."""
     from smriti.cli.importers import Phases, read_items, store_items
-    from smriti.cli.render import err
+    from smriti.cli.progress import ImportProgress
+    from smriti.cli.render import notice
 
-    items = read_items(Path(path), source)  # type: ignore[arg-type]  # the CLI's choices
-    console = err()
+    items, how = read_items(Path(path), source, split)  # type: ignore[arg-type]  # the CLI's choices
+    if how is not None:
+        notice(how)
     phases = Phases()
-    with Progress(*progress_columns(), console=console) as progress:
-        task = progress.add_task("storing memories", total=len(items))
-        counts = store_items(memory, items, lambda: progress.advance(task), phases)
-    console.print(phases.line())  # where the time went (bench/import_speed.py reads it)
+    with ImportProgress(len(items)) as progress:
+        counts = store_items(memory, items, progress.store_one, phases, on_embedded=progress.add_embedded)
+    progress.console.print(progress.final(), markup=False, highlight=False)
+    progress.console.print(phases.line())  # where the time went (bench/import_speed.py reads it)
     return counts
 
 
-def finish_indexes(memory: Memory, progress: Any, console: Any) -> None:
+def finish_indexes(memory: Memory, console: Any) -> None:
     """Build the vector index now (past the store's threshold), with its own bar: the next
     server then opens it from disk instead of searching exactly while it builds for minutes
     (100k memories) in the background of every short session."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
     task = None
     vectors = 0
 
@@ -193,6 +160,8 @@ def finish_indexes(memory: Memory, progress: Any, console: Any) -> None:
         if task is None:
             if done >= total:
                 return
+            if console.is_terminal:
+                progress.start()
             task = progress.add_task("indexing vectors", total=total)
             if not console.is_terminal:
                 console.print(f"indexing {total} vectors")
@@ -203,8 +172,11 @@ def finish_indexes(memory: Memory, progress: Any, console: Any) -> None:
     # The database's own indexes too (Kuzu, FalkorDB, Neo4j vector and full-text): created here,
     # the first recall of the next server does not fall back to brute force over every
     # embedding (10-20 s at 10k on FalkorDB, measured) nor its first store wait while they fill.
-    built = store.ensure_indexes(memory.context.settings.index_threshold)
-    store.finish_indexes(indexed)
+    try:
+        built = store.ensure_indexes(memory.context.settings.index_threshold)
+        store.finish_indexes(indexed)
+    finally:
+        progress.stop()
     seconds = time.perf_counter() - started
     if task is None and built.get("vector_index") and seconds >= 0.5:
         vectors = store.count_engrams()  # the database's own index (Kuzu, FalkorDB) was built just now

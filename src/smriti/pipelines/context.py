@@ -48,16 +48,19 @@ def build_context(
         build_chat_model,
         build_embedder,
         check_embedding_identity,
+        check_recorded_embedding,
         offline_notice,
         resolve_embedding,
     )
     from smriti.providers.rerank import build_reranker
     from smriti.stores import make_store, recorded_embedding
 
-    choice = None
+    choice = recorded = None
+    given = settings
     if embedder is None:
         # Before anything is built: the store's record decides the embedder and its dimension.
-        choice = resolve_embedding(settings, recorded_embedding(settings, user))
+        recorded = recorded_embedding(settings, user)
+        choice = resolve_embedding(settings, recorded)
         settings = choice.settings
     # ``llm`` answers recall's query parsing, interactively: LLM_QUERY_TIMEOUT per try. The
     # analysis queue's model takes LLM_TIMEOUT and one try per call (the queue retries itself,
@@ -68,6 +71,8 @@ def build_context(
     reranker = build_reranker(settings)  # before the store opens: a bad setting leaves nothing open
     if llm is None and embedder is None and (notice := offline_notice(settings, choice)):
         logger.warning(notice)
+    if choice is not None:  # refused from the record, before the store opens (and migrates)
+        check_recorded_embedding(recorded, embeddings, settings, given, choice.offline)
     store = make_store(settings, user)
     try:
         fallback = choice.offline if choice is not None else None

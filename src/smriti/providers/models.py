@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from smriti.errors import EmbedderUnknown, EmbeddingMismatchError, ProviderError
@@ -298,12 +299,70 @@ def check_embedding_identity(
         store.set_meta("embedding_model", name)
         return
     if recorded != name:
+        raise EmbeddingMismatchError(_other_model(recorded, name))
+
+
+def check_recorded_embedding(
+    recorded: RecordedEmbedding | None,
+    embedder: Any,
+    settings: Settings,
+    given: Settings,
+    fallback: str | None = None,
+) -> None:
+    """:func:`check_embedding_identity`'s refusals, and the dimension's, made from what the
+    store records (:func:`smriti.stores.recorded_embedding`, a read-only read) before it is
+    opened: a run that is refused leaves the file as it was (a Go server's ``memory.lbug`` is
+    migrated only by a run that keeps it, issue 44). What the store reads once open is checked
+    again there.
+
+    Args:
+        settings: the settings resolved for this store (its embedder and dimension).
+        given: the settings as the user gave them, so that a refusal names only what they set.
+        fallback: the offline notice when the embedder is auto's fallback, else None.
+
+    Raises:
+        EmbeddingMismatchError: the store has another dimension, or records another model.
+        EmbedderUnknown: a store with memories and no record, and only a fallback to open it with.
+    """
+    from smriti.stores.base import mismatch_message
+
+    if recorded is None or not recorded.known:
+        return
+    where = recorded.path or Path("this memory")
+    if recorded.dims is not None and recorded.dims != settings.embedding_dims:
+        configured = dims_origin(settings.embedding_dims, settings, given)
         raise EmbeddingMismatchError(
-            f"this memory store was embedded with {recorded!r}, but the configured embedder is {name!r}. "
-            "Mixing models makes recall meaningless. Either configure the original model again, or "
-            "re-embed: `smriti export memories.jsonl`, point STORAGE_LOCATION at a new folder, then "
-            "`smriti import memories.jsonl --reembed`."
+            mismatch_message(where, recorded.dims, settings.embedding_dims, configured)
         )
+    memories = recorded.memories or 0
+    if recorded.model is None:
+        if memories > 0 and fallback is not None:
+            raise EmbedderUnknown(_ask_for_the_embedder(memories, settings.embedding_dims))
+        return
+    if memories > 0 and recorded.model != embedder_identity(embedder):
+        raise EmbeddingMismatchError(_other_model(recorded.model, embedder_identity(embedder)))
+
+
+def dims_origin(dims: int, settings: Settings, given: Settings) -> str:
+    """Where a dimension comes from, naming only the settings the user set."""
+    if "embedding_dims" in given.model_fields_set:
+        return f"EMBEDDING_DIMS={given.embedding_dims} is set"
+    if "embedding_provider" in given.model_fields_set:
+        return f"EMBEDDING_PROVIDER={given.embedding_provider} makes {dims}-dimensional ones"
+    if given.effective_embedding_key is not None:
+        return (
+            f"the endpoint's model (EMBEDDING_MODEL={settings.embedding_model}) makes {dims}-dimensional ones"
+        )
+    return f"the default embedder ({settings.embedding_provider}) makes {dims}-dimensional ones"
+
+
+def _other_model(recorded: str, name: str) -> str:
+    return (
+        f"this memory store was embedded with {recorded!r}, but the configured embedder is {name!r}. "
+        "Mixing models makes recall meaningless. Either configure the original model again, or "
+        "re-embed: `smriti export memories.jsonl`, point STORAGE_LOCATION at a new folder, then "
+        "`smriti import memories.jsonl --reembed`."
+    )
 
 
 def _ask_for_the_embedder(memories: int, dims: int) -> str:

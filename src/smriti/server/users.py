@@ -261,6 +261,32 @@ class UserRuntimes:
         finally:
             lock.release()
 
+    @asynccontextmanager
+    async def lent(
+        self, user: str | None, close: Callable[[Runtime], None], poll: float = 0.05
+    ) -> AsyncIterator[None]:
+        """``user``'s memory closed, and kept closed while the block runs, for another process
+        to open the file (the CLI's ``import``, ``view`` and ``restore`` beside a shared server).
+
+        The requests in flight finish first; requests that come meanwhile wait (the user's lock
+        is held), and the first after the block opens the memory again. ``close`` closes the
+        runtime (without a final backup sync: a restore must find the backup as it was).
+        """
+        async with self._lock(user):
+            while self._in_flight[user]:
+                await anyio.sleep(poll)
+            runtime = self._runtimes.pop(user, None)  # no await since the count was read: none came
+            if runtime is not None:
+                self._last_used.pop(user, None)
+                with anyio.CancelScope(shield=True):
+                    await self._stop_background(user)
+                    await anyio.to_thread.run_sync(close, runtime)
+                logger.info("lent the memory of user %s to another process", user or "(the user)")
+            try:
+                yield
+            finally:
+                logger.info("the memory of user %s is back", user or "(the user)")
+
     async def _stop_background(self, user: str | None) -> None:
         background = self._background.pop(user, None)
         if background is not None:

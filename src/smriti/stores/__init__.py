@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -119,6 +119,10 @@ class RecordedEmbedding:
     model: str | None = None
     dims: int | None = None
     known: bool = True
+    # Not part of what a store records (equality): how many memories it holds (None: not read)
+    # and the embedded file read, for the refusals made before it opens.
+    memories: int | None = field(default=None, compare=False)
+    path: Path | None = field(default=None, compare=False)
 
 
 def recorded_embedding(settings: Settings, user: str | None = None) -> RecordedEmbedding | None:
@@ -137,15 +141,18 @@ def recorded_embedding(settings: Settings, user: str | None = None) -> RecordedE
     if name == "auto":
         name = resolve_auto(settings, user)
     folder = user_folder(settings.storage_location, user)
+    path = None
     try:
         if name == "sqlite":
             from smriti.stores.sqlite.schema import read_embedding_meta
 
-            meta = read_embedding_meta(folder / SQLITE_FILE)
+            path = folder / SQLITE_FILE
+            meta = read_embedding_meta(path)
         elif name in ("kuzu", "ladybug"):
-            from smriti.stores.kuzu.schema import read_embedding_meta as read_kuzu_meta
+            from smriti.stores.kuzu.files import read_embedding_meta as read_kuzu_meta
 
-            meta = read_kuzu_meta(folder / (KUZU_FILE if name == "kuzu" else LADYBUG_FILE), name)
+            path = folder / (KUZU_FILE if name == "kuzu" else LADYBUG_FILE)
+            meta = read_kuzu_meta(path, name)
         elif name == "falkordb":
             from smriti.stores.cypher.falkordb import read_embedding_meta as read_falkor_meta
 
@@ -157,8 +164,13 @@ def recorded_embedding(settings: Settings, user: str | None = None) -> RecordedE
         return RecordedEmbedding(known=False)
     if meta is None:
         return None
-    dims = meta.get("embedding_dims")
-    return RecordedEmbedding(model=meta.get("embedding_model"), dims=int(dims) if dims else None)
+    dims, memories = meta.get("embedding_dims"), meta.get("memories")
+    return RecordedEmbedding(
+        model=meta.get("embedding_model"),
+        dims=int(dims) if dims else None,
+        memories=int(memories) if memories is not None else None,
+        path=path,
+    )
 
 
 __all__ = [

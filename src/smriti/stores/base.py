@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -34,8 +34,13 @@ from smriti.errors import EmbeddingMismatchError as EmbeddingMismatchError
 from smriti.errors import StoreError as StoreError
 from smriti.errors import UnsafeUserError as UnsafeUserError
 
-MemoryType = Literal["episodic", "semantic", "procedural"]
-MEMORY_TYPES: tuple[str, ...] = ("episodic", "semantic", "procedural")
+# Re-exported: defined with the input checks, which the CLI imports without numpy or the settings.
+from smriti.validators import CONTROL_CHARACTERS as _CONTROL
+from smriti.validators import MAX_CUE_NAME as MAX_CUE_NAME
+from smriti.validators import MEMORY_TYPES as MEMORY_TYPES
+from smriti.validators import MemoryType as MemoryType
+from smriti.validators import clean_label as clean_label
+
 NO_CLUSTER = -1
 # Metadata keys of the LLM analysis queue: one per queued memory (see stores/queue.py).
 ANALYSIS_QUEUE_PREFIX = "analysis-queue/"
@@ -52,17 +57,6 @@ def new_id() -> str:
 
 
 _SPACES = re.compile(r"\s+")
-# Control characters (NUL included) become spaces: FalkorDB 4.22 segfaults, taking down a
-# server every tenant shares, on a cue name holding one, or longer than ~4,000 bytes, in its
-# unique-constraint check. Every backend cleans and bounds names the same way, so an export
-# from one imports into any other.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-MAX_CUE_NAME = 200  # characters: at most 800 bytes of UTF-8
-
-
-def clean_label(text: str) -> str:
-    """``text`` without control characters (they become spaces), cut to MAX_CUE_NAME characters."""
-    return _CONTROL.sub(" ", text)[:MAX_CUE_NAME]
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -159,10 +153,15 @@ def check_dims(embedding: Sequence[float] | None, dims: int, what: str) -> None:
         )
 
 
-def mismatch_message(path: Path, stored: int, wanted: int) -> str:
-    """Why an embedded store written with ``stored`` dimensions cannot be opened with ``wanted``."""
+def mismatch_message(path: Path, stored: int, wanted: int, configured: str | None = None) -> str:
+    """Why an embedded store written with ``stored`` dimensions cannot be opened with ``wanted``.
+
+    ``configured`` says where ``wanted`` comes from, naming only what the user set (see
+    :func:`smriti.providers.models.dims_origin`); by default the embedder configured.
+    """
+    origin = configured or f"the embedder configured makes {wanted}-dimensional ones"
     return (
-        f"{path} was written with {stored}-dimensional embeddings but EMBEDDING_DIMS is {wanted}. "
+        f"{path} was written with {stored}-dimensional embeddings, but {origin}. "
         f"Use the embedding model and EMBEDDING_DIMS={stored} it was created with, or move to the "
         f"new model: export with the old settings (`smriti export`), start a new store (another "
         f"STORAGE_LOCATION, or move {path.name} aside), and store the exported content again with "

@@ -10,8 +10,8 @@ the second time).
   Spanish"), with the entity as a cue; each relation becomes a memory stating it and a
   RelatesTo fact between the two entities' cues.
 * ``text``: a ``.txt``/``.md`` file, or every such file under a folder: a memory per paragraph
-  (blank-line separated; Markdown headings kept with the paragraph they title), the file's
-  name as the source.
+  (blank-line separated; Markdown headings kept with the paragraph they title) or, in a file
+  without blank lines, per line (``--split`` chooses), the file's name as the source.
 """
 
 from __future__ import annotations
@@ -21,12 +21,15 @@ from typing import Literal
 
 from smriti.cli.importers.items import Item, Phases, store_items
 from smriti.cli.importers.server_memory import read_server_memory
-from smriti.cli.importers.text import paragraphs, read_text
+from smriti.cli.importers.text import SPLITS, Split, lines, paragraphs, read_text
 
 __all__ = [
+    "SPLITS",
     "Item",
     "Phases",
     "Source",
+    "Split",
+    "lines",
     "paragraphs",
     "read_items",
     "read_server_memory",
@@ -37,6 +40,10 @@ __all__ = [
 Source = Literal["server-memory", "text"]
 
 
-def read_items(path: Path, source: Source) -> list[Item]:
-    """The items of ``path`` read as ``source``."""
-    return read_server_memory(path) if source == "server-memory" else read_text(path)
+def read_items(path: Path, source: Source, split: Split = "auto") -> tuple[list[Item], str | None]:
+    """The items of ``path`` read as ``source``, and a line saying how text was split (None for
+    other sources)."""
+    if source == "server-memory":
+        return read_server_memory(path), None
+    read = read_text(path, split)
+    return read.items, read.notice(split)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from smriti.cli.importers.embedding import EmbeddingPool
+from smriti.cli.importers.embedding import Embedded, EmbeddingPool
 from smriti.stores.base import Relation
 from smriti.validators import check_store
 
@@ -88,8 +89,9 @@ class _EmbeddedAhead:
 def store_items(
     memory: Memory,
     items: list[Item],
-    on_memory: Callable[[], None] | None = None,
+    on_memory: Callable[[float], None] | None = None,
     phases: Phases | None = None,
+    on_embedded: Callable[[int, float, int], None] | None = None,
 ) -> dict[str, int]:
     """Store each item through the store pipeline; returns counts (stored, deduplicated, relations).
 
@@ -97,7 +99,9 @@ def store_items(
     with one bad item changes nothing. The contents are embedded a window at a time
     (:func:`embed_windows`), the next windows while this one is stored, in a thread or, for a
     local model, in child processes (``embedding.py``). ``phases``, when given, is filled
-    with where the time went.
+    with where the time went. ``on_embedded(count, seconds, workers)`` is told as each window's
+    contents are embedded (from the pool's thread: the seconds the embedder took, and how many
+    windows it embeds at once), ``on_memory(seconds)`` as each item is stored.
     """
     limit = memory.context.settings.max_content_chars
     requests = [
@@ -111,18 +115,30 @@ def store_items(
 
     windows = embed_windows(len(items))
     pool = EmbeddingPool(context.embedder, len(items))
+
+    def submit(window: range) -> Future[Embedded]:
+        future = pool.submit(contents[window.start : window.stop])
+        if on_embedded is not None:
+            count, workers = len(window), pool.in_flight
+
+            def embedded(done: Future[Embedded]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    on_embedded(count, done.result()[1], workers)
+
+            future.add_done_callback(embedded)
+        return future
+
     context.embedder = ahead  # type: ignore[assignment]  # why: an Embeddings in all but its class
     try:
         with pool:
-            pending = deque(pool.submit(contents[w.start : w.stop]) for w in windows[: pool.in_flight])
+            pending = deque(submit(window) for window in windows[: pool.in_flight])
             for number, window in enumerate(windows):
                 started = time.perf_counter()
                 vectors, seconds = pending.popleft().result()
                 phases.waited += time.perf_counter() - started
                 phases.embedding += seconds
                 if number + pool.in_flight < len(windows):
-                    later = windows[number + pool.in_flight]
-                    pending.append(pool.submit(contents[later.start : later.stop]))
+                    pending.append(submit(windows[number + pool.in_flight]))
                 ahead.ready = dict(zip(contents[window.start : window.stop], vectors, strict=True))
                 batch = [(items[i], requests[i]) for i in window]
                 _store_batch(memory, batch, counts, on_memory, phases)
@@ -135,7 +151,7 @@ def _store_batch(
     memory: Memory,
     batch: list[tuple[Item, Any]],
     counts: dict[str, int],
-    on_memory: Callable[[], None] | None,
+    on_memory: Callable[[float], None] | None,
     phases: Phases,
 ) -> None:
     for item, request in batch:
@@ -155,4 +171,4 @@ def _store_batch(
                 )
             counts["relations"] += 1
         if on_memory is not None:
-            on_memory()
+            on_memory(time.perf_counter() - started)

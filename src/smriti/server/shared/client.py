@@ -26,7 +26,8 @@ A socket path longer than a unix socket address allows (about 100 bytes) is repl
 a private folder of the temporary directory, named after the storage folder.
 
 This module imports only the standard library (and :mod:`smriti.errors`): the stdio relay,
-whose start a client waits for, uses it; the CLI's ``http_client`` imports httpx2 when called.
+whose start a client waits for, uses it, and so does the CLI (:mod:`smriti.server.shared.calls`);
+``http_client`` (``smriti stop``) imports httpx2 when called.
 """
 
 from __future__ import annotations
@@ -249,26 +250,6 @@ def _start_lock(paths: SharedPaths, timeout: float) -> Iterator[None]:
 
 
 # ----------------------------------------------------------------------------- talking to it
-def quiet_cancelled_socket_reads() -> None:
-    """Keep a harmless race of anyio's unix socket streams out of the log (call in the loop).
-
-    When a read on a unix socket is cancelled (a stream closed at the end of a session) just as
-    data arrives, asyncio runs the reader callback on a future already cancelled and logs an
-    ``InvalidStateError`` with a traceback; nothing is lost. TCP streams take another path.
-    """
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-
-    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        if isinstance(context.get("exception"), asyncio.InvalidStateError):
-            logger.debug("ignored a cancelled socket read: %s", context.get("message"))
-            return
-        loop.default_exception_handler(context)
-
-    loop.set_exception_handler(handler)
-
-
 def http_client(paths: SharedPaths, timeout: float | None = 5.0) -> Any:
     """A synchronous httpx2 client whose every request goes to the server's socket."""
     import httpx2

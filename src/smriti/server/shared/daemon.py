@@ -8,9 +8,11 @@ OS user who owns them can connect, so they need no token): MCP's own streamable 
 (the CLI's) on ``smriti.sock``, and stdio MCP sessions, one per connection, on
 ``smriti-lines.sock`` (the relays': :mod:`smriti.server.shared.lines`).
 
-Besides ``/mcp`` it answers ``GET /status`` (pid, uptime, sessions, requests: ``smriti status``)
-and ``POST /shutdown`` (``smriti stop``). It exits by itself after ``SHARED_IDLE_TIMEOUT``
-seconds with no HTTP request in flight and no relay connected, so it lives as long as any
+Besides ``/mcp`` it answers ``GET /status`` (pid, uptime, sessions, requests: ``smriti status``),
+``POST /shutdown`` (``smriti stop``) and the CLI's routes (:mod:`smriti.server.shared.routes`:
+resolving an id, exporting, lending the database to ``import``/``view``/``restore``). It exits
+by itself after ``SHARED_IDLE_TIMEOUT`` seconds with no HTTP request in flight and no relay
+connected, so it lives as long as any
 client is attached.
 
 Run it in the foreground with ``smriti-mcp --shared-daemon`` (clients start it detached, with
@@ -24,7 +26,6 @@ restarted in a loop.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import logging
 import os
@@ -40,7 +41,7 @@ import anyio
 
 from smriti.config import load_settings, setting_env_names
 from smriti.config.reference import setting_rows
-from smriti.errors import NotFound, SmritiError, StoreError, UserError
+from smriti.errors import SmritiError, StoreError
 from smriti.server.http_limits import uvicorn_limits
 from smriti.server.sdk import session_count
 from smriti.server.shared.client import (
@@ -52,6 +53,7 @@ from smriti.server.shared.client import (
     shared_paths,
 )
 from smriti.server.shared.lines import LineSessions, lines_lifespan
+from smriti.server.shared.routes import add_cli_routes
 from smriti.server.shared.starting import forget_marker
 from smriti.server.wire import MAX_MESSAGE_BYTES
 from smriti.stores.paths import process_lock, try_lock
@@ -158,36 +160,6 @@ def _add_routes(
         return JSONResponse({"stopping": os.getpid()}, status_code=202)
 
 
-def _add_cli_routes(server: MCPServer, runtime: Callable[[], Runtime]) -> None:
-    """What the CLI needs beyond the tools (see :mod:`smriti.cli.shared`)."""
-    from starlette.responses import JSONResponse, StreamingResponse
-
-    @server.custom_route("/cli/resolve", methods=["POST"], include_in_schema=False)
-    async def _resolve(request: Request) -> Response:
-        prefix = str((await request.json()).get("prefix", ""))
-        try:
-            found = await anyio.to_thread.run_sync(runtime().memory.resolve_id, prefix)
-        except UserError as error:
-            return JSONResponse(
-                {"error": str(error)}, status_code=404 if isinstance(error, NotFound) else 400
-            )
-        return JSONResponse({"id": found})
-
-    @server.custom_route("/cli/export", methods=["GET"], include_in_schema=False)
-    async def _export(_: Request) -> Response:
-        records = runtime().memory.export_records()
-
-        def batch() -> list[dict[str, Any]]:
-            return list(itertools.islice(records, 500))
-
-        async def lines() -> AsyncIterator[str]:
-            # The store's reads are blocking: each batch is read in a worker thread.
-            while chunk := await anyio.to_thread.run_sync(batch):
-                yield "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in chunk)
-
-        return StreamingResponse(lines(), media_type="application/x-ndjson")
-
-
 class SharedServer:
     """One run of the shared server: the MCP app on its sockets, and what its routes report.
 
@@ -214,7 +186,7 @@ class SharedServer:
         self.startup_error: BaseException | None = None
         self.mcp = build_server(settings, on_open=self._opened)
         _add_routes(self.mcp, self.status, self.stop, self.memory_counts)
-        _add_cli_routes(self.mcp, self._memory_runtime)
+        add_cli_routes(self.mcp)
         app = self._http_app()
         self.activity = Activity(app)
         # The relays' connections run in the app's lifespan, which opened the memory.
@@ -224,11 +196,6 @@ class SharedServer:
 
     def _opened(self, runtime: Runtime) -> None:
         self.runtime = runtime
-
-    def _memory_runtime(self) -> Runtime:
-        if self.runtime is None:  # a route runs only once the lifespan has opened the memory
-            raise StoreError("the shared server has not opened the memory yet")
-        return self.runtime
 
     def _http_app(self) -> Any:
         from mcp.server.transport_security import TransportSecuritySettings
@@ -300,6 +267,8 @@ class SharedServer:
             "idle_s": round(activity.idle_seconds(), 1),
             "idle_timeout_s": None if self.service else settings.shared_idle_timeout,
             "service": self.service,
+            # What `smriti context` (a hook, reading no settings) fits its block to
+            "context_budget_chars": settings.context_budget_chars,
             "settings": self.digest,
             # The settings this server runs with that differ from their defaults (secrets
             # masked): what `smriti status` shows of them.

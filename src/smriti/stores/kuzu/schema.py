@@ -249,13 +249,13 @@ def create_statements(dims: int) -> list[str]:
     return statements
 
 
-def _table_columns(run: Runner, table: str) -> dict[str, str]:
+def column_types(run: Runner, table: str) -> dict[str, str]:
     # TABLE_INFO takes a literal table name, never user input: the names are our constants.
     rows = run(f"CALL TABLE_INFO('{table}') RETURN *", None)
     return {row[1]: str(row[2]) for row in rows}
 
 
-def _embedding_dims(column_type: str) -> int | None:
+def column_dims(column_type: str) -> int | None:
     match = re.fullmatch(r"FLOAT\[(\d+)\]", column_type.strip())
     return int(match.group(1)) if match else None
 
@@ -279,7 +279,7 @@ def migrations(run: Runner, dims: int, existing: set[str]) -> list[Migration]:
         for table, wanted in tables.items():
             if table not in existing:
                 continue
-            present = _table_columns(run, table)
+            present = column_types(run, table)
             for name, spec in wanted.items():
                 if name not in present:
                     run(f"ALTER TABLE {table} ADD {_column_ddl(name, spec, dims)}", None)
@@ -293,6 +293,28 @@ def migrations(run: Runner, dims: int, existing: set[str]) -> list[Migration]:
 SCHEMA_VERSION = len(migrations(lambda query, params: [], 0, set()))
 
 
+def check_dimensions(run: Runner, dims: int, path: Path) -> set[str]:
+    """Refuse a file whose embedding columns have another dimension than ``dims`` (read only);
+    returns the file's tables.
+
+    Raises:
+        EmbeddingMismatchError: the columns have another dimension.
+        StoreError: an embedding column has a type this code cannot use.
+    """
+    existing = {row[1] for row in run("CALL SHOW_TABLES() RETURN *", None)}
+    for table in ("Engram", "Cue"):
+        if table in existing:
+            column_type = column_types(run, table).get("embedding")
+            if column_type is None:
+                continue  # added by the migrations with the store's dims
+            stored = column_dims(column_type)
+            if stored is None:
+                raise StoreError(f"{path}: {table}.embedding has type {column_type}, expected FLOAT[n]")
+            if stored != dims:
+                raise EmbeddingMismatchError(mismatch_message(path, stored, dims))
+    return existing
+
+
 def migrate(run: Runner, dims: int, path: Path) -> list[str]:
     """Bring the file at ``path`` to the newest schema; return what was changed (for the log).
 
@@ -301,17 +323,7 @@ def migrate(run: Runner, dims: int, path: Path) -> list[str]:
         StoreError: the embedding column has a type this code cannot use, or a newer Smriti
             migrated the file.
     """
-    existing = {row[1] for row in run("CALL SHOW_TABLES() RETURN *", None)}
-    for table in ("Engram", "Cue"):
-        if table in existing:
-            column_type = _table_columns(run, table).get("embedding")
-            if column_type is None:
-                continue  # added by the migrations with the store's dims
-            stored = _embedding_dims(column_type)
-            if stored is None:
-                raise StoreError(f"{path}: {table}.embedding has type {column_type}, expected FLOAT[n]")
-            if stored != dims:
-                raise EmbeddingMismatchError(mismatch_message(path, stored, dims))
+    existing = check_dimensions(run, dims, path)
     recorded = get_meta(run, MIGRATIONS_KEY) if "Meta" in existing else None
 
     def record(key: str, value: str) -> None:
@@ -338,34 +350,7 @@ def set_meta(run: Runner, key: str, value: str) -> None:
     run("MERGE (m:Meta {key: $key}) SET m.value = $value", {"key": key, "value": str(value)})
 
 
-def read_embedding_meta(path: Path, backend: str) -> dict[str, str] | None:
-    """The embedding model and dimension an existing Kuzu/LadybugDB file records (read-only open).
-
-    None when there is no file or it records nothing yet.
-
-    Raises:
-        Exception: the engine cannot open or read the file (locked by another process, too old).
-    """
-    if not path.exists():
-        return None
-    module = import_backend(backend)
-    db = module.Database(str(path), read_only=True, buffer_pool_size=64 * 1024**2)
-    try:
-        conn = module.Connection(db)
-        try:
-            tables = {row[1] for row in _rows(conn.execute("CALL SHOW_TABLES() RETURN *"))}
-            if "Meta" not in tables:
-                return None
-            keys = "['embedding_model', 'embedding_dims']"
-            rows = _rows(conn.execute(f"MATCH (m:Meta) WHERE m.key IN {keys} RETURN m.key, m.value"))
-        finally:
-            conn.close()
-    finally:
-        db.close()
-    return {str(k): str(v) for k, v in rows} or None
-
-
-def _rows(result: Any) -> list[list[Any]]:
+def result_rows(result: Any) -> list[list[Any]]:
     rows = []
     while result.has_next():
         rows.append(result.get_next())

@@ -23,7 +23,8 @@ and the fresh-edge memo):
 * :class:`~smriti.stores.kuzu.search.SearchIndex`: extensions, indexes, the search caches;
 * :class:`~smriti.stores.kuzu.graph.CueMap`, :class:`~smriti.stores.kuzu.graph.FreshEdges`,
   :class:`~smriti.stores.kuzu.graph.GraphReads`, :class:`~smriti.stores.kuzu.batch.GraphWrites`;
-* :mod:`~smriti.stores.kuzu.schema` (DDL, migrations) and :mod:`~smriti.stores.kuzu.export`.
+* :mod:`~smriti.stores.kuzu.schema` (DDL, migrations), :mod:`~smriti.stores.kuzu.files` (the
+  read-only look and the copy before a migration) and :mod:`~smriti.stores.kuzu.export`.
 
 Kuzu and LadybugDB cannot both be loaded into one Python process (see
 :func:`~smriti.stores.kuzu.schema.import_backend`).
@@ -46,7 +47,7 @@ from smriti.stores.base import (
     StoreStats,
     mismatch_message,
 )
-from smriti.stores.kuzu import schema
+from smriti.stores.kuzu import files, schema
 from smriti.stores.kuzu.batch import GraphWrites
 from smriti.stores.kuzu.connection import Connection, locked
 from smriti.stores.kuzu.cue_fields import CueFields
@@ -154,6 +155,8 @@ class KuzuStore(StoreBase):
         max_db_size: int = DEFAULT_MAX_DB_SIZE,
     ) -> None:
         self.backend, self.user, self.path, self.dims = backend, user, Path(path), dims
+
+        self.backup_path = self._back_up_before_migrating(module)
         self.db = Connection(
             self.path,
             module=module,
@@ -187,6 +190,35 @@ class KuzuStore(StoreBase):
         except BaseException:
             self.close()
             raise
+
+    def _back_up_before_migrating(self, module: ModuleType) -> Path | None:
+        """Copy the file aside before the migrations change it (a Go server's ``memory.lbug``, an
+        older Smriti's file), so the original can be had back as it was; returns the copy's path
+        (None: nothing to change, or no file yet).
+
+        Read from a read-only open before the store opens the file: closing a read-write open
+        rewrites the file (Kuzu checkpoints), so only a copy made first is the original. A file
+        of another dimension is refused here, uncopied. Only runs that keep the memory get this
+        far: the refusals the record tells (another embedding model, no model and only an
+        offline guess) come before the store opens
+        (:func:`smriti.providers.models.check_recorded_embedding`).
+        """
+        if not self.path.exists():
+            return None
+        try:
+            with files.read_only(self.path, module) as run:
+                schema.check_dimensions(run, self.dims, self.path)
+                changes = files.pending_changes(run, self.dims)
+        except RuntimeError as error:  # locked by a running server: the open says so properly
+            logger.debug("%s: not read before opening: %s", self.path, error)
+            return None
+        if not changes:
+            return None
+        copy = files.back_up(self.path)
+        logger.warning(
+            "%s: copied to %s before migrating it (%s)", self.path, copy.name, ", ".join(changes[:6])
+        )
+        return copy
 
     @property
     def capabilities(self) -> Capabilities:  # type: ignore[override]
