@@ -70,12 +70,13 @@ class RecallSettings(Section):
         description="share of relevance from branch scores rather than ranks (0.3 of 0.3/0.6/1.0, measured)",
     )
     fusion_support: float = Field(
-        default=0.0,
+        default=0.8,
         ge=0,
         le=1,
         description=(
             "share of the query's idf weight a full-text or cue hit must cover to vote fully in fusion; "
-            "below it the hit's vote shrinks in proportion (0: off)"
+            "below it the hit's vote shrinks in proportion (0: off; 0.8 of 0.3/0.5/0.8/1.0, measured on "
+            "every shape: held out, paraphrase R@5 +11 and top-1 +17.5 points, no shape below -1)"
         ),
     )
     fusion_dense_floor: float = Field(
