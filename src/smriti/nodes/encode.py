@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from smriti.errors import InvalidInput
 from smriti.nodes.state import MemoryContext, StoreState, traced
 from smriti.stores.base import Engram, StoreError
-from smriti.validators import check_store, input_is_checked
+from smriti.validators import check_store, input_is_checked, merge_tags
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
@@ -88,9 +88,7 @@ def find_duplicate(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[s
     existing = context.store.get_engram(similar[0].id)
     if existing is None:  # deleted meanwhile: store as new
         return {"similar": nearest[1:], "duplicate_of": None, "_candidates": nearest}
-    tags = ",".join(
-        dict.fromkeys([*existing.tag_list(), *[t for t in state.get("tags", "").split(",") if t]])
-    )
+    tags = merge_tags(existing.tags, state.get("tags", ""))  # at most MAX_TAGS, however many merges
     with context.write_lock:
         context.store.update_engram(
             existing.id,
