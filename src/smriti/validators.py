@@ -12,8 +12,8 @@ way runs inside :func:`checked_input` and its validate step does not check it ag
 (``tests/test_validation_once.py`` counts). The mark is a context variable set for that one run,
 not a key of the graph's input: nothing a caller puts in a graph's input skips validation.
 The MCP tool schemas only advertise the rules
-(:func:`importance_schema`, :func:`limit_schema`, :func:`choice_schema`): the SDK's argument
-model checks types, never a rule of its own.
+(:func:`importance_schema`, :func:`limit_schema`, :func:`choice_schema`, :func:`text_schema` for
+every string's bound): the SDK's argument model checks types, never a rule of its own.
 """
 
 from __future__ import annotations
