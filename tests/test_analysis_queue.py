@@ -52,11 +52,8 @@ def test_store_does_not_wait_for_a_slow_model_and_the_analysis_lands_later(setti
         OpenAIStub(lambda p: Reply(_answer(p), delay=2.0), dims=64) as stub,
         Memory.open(_settings(settings, stub)) as memory,
     ):
-        started = time.perf_counter()
         stored = memory.store(CONTENT, tags="search")
-        elapsed = time.perf_counter() - started
-        assert elapsed < 1.0, elapsed  # the model answers in 2 s
-        assert _chat_calls(stub) == 0
+        assert _chat_calls(stub) == 0  # answered without asking the model (a condition, not a clock)
         assert stored["analysis_queued"] is True
         offline = _cues(memory, stored["id"])  # the heuristic's, until the model's lands
         assert ("priya", "person") in offline and ("service", "keyword") in offline
@@ -100,9 +97,8 @@ def test_a_hanging_model_never_delays_a_store_and_its_job_is_retried(settings):
         OpenAIStub(lambda p: Reply(hang=True), dims=64) as stub,
         Memory.open(_settings(settings, stub, llm_timeout=0.5)) as memory,
     ):
-        started = time.perf_counter()
         stored = memory.store(CONTENT)
-        assert time.perf_counter() - started < 1.0
+        assert _chat_calls(stub) == 0  # the store never asked the hanging model
         before = _cues(memory, stored["id"])
         report = memory.enrich()
         assert report["ran"] == {"retry": 1}
@@ -296,7 +292,8 @@ def test_closing_with_a_call_in_flight_is_quick_and_keeps_the_job(settings):
         assert stub.chat_times  # the worker is waiting for the model
         started = time.perf_counter()
         memory.close()
-        assert time.perf_counter() - started < 1.5
+        # Not waiting for the model's 30 s (LLM_TIMEOUT): half of it is generous under any load.
+        assert time.perf_counter() - started < 15
         with Memory.open(cfg) as reopened:
             job = AnalysisQueue(reopened.context.store).get(stored["id"])
             assert job is not None and job.status == "pending" and job.attempts == 0
@@ -305,11 +302,14 @@ def test_closing_with_a_call_in_flight_is_quick_and_keeps_the_job(settings):
 def test_a_hanging_model_delays_a_recall_by_the_query_timeout_at_most(settings):
     with (
         OpenAIStub(lambda p: Reply(hang=True), dims=64) as stub,
-        Memory.open(_settings(settings, stub, llm_query_timeout=0.5, llm_max_retries=0)) as memory,
+        Memory.open(
+            _settings(settings, stub, llm_query_timeout=0.5, llm_max_retries=0, llm_timeout=120.0)
+        ) as memory,
     ):
         stored = memory.store(CONTENT)
         started = time.perf_counter()
         found = memory.recall("Priya pgvector")
-        assert time.perf_counter() - started < 2.0  # LLM_TIMEOUT is 5 s here
+        # The query timeout (0.5 s), not LLM_TIMEOUT (120 s): a bound generous under any load.
+        assert time.perf_counter() - started < 30
         assert found["results"][0]["id"] == stored["id"]  # parsed offline
         assert _chat_calls(stub) == 1

@@ -359,11 +359,12 @@ def test_a_remote_that_never_answers_bounds_sync_and_shutdown(settings, runtimes
         started = time.monotonic()
         result = runtime.backup.sync()
         assert result.reason == "failed" and "time" in result.error, result
-        assert time.monotonic() - started < 8
+        # Bounded by BACKUP_SYNC_TIMEOUT (3 s) where the remote never answers: generous under load.
+        assert time.monotonic() - started < 30
 
         started = time.monotonic()
         close_runtime(runtime)  # final sync, bounded, then the database closes
-        assert time.monotonic() - started < 6
+        assert time.monotonic() - started < 30  # BACKUP_SHUTDOWN_TIMEOUT is 2 s; never is the bug
         assert (
             runtime.memory.context.store.closed if hasattr(runtime.memory.context.store, "closed") else True
         )

@@ -169,3 +169,37 @@ def test_a_relative_storage_location_is_the_clients_folder_for_the_server_too(tm
     assert attachment is not None
     assert attachment.storage_location == tmp_path / "memories"
     assert shared_paths(attachment).folder == tmp_path / "memories" / "alice"
+
+
+def test_a_client_whose_discover_probe_timed_out_keeps_its_era_when_the_server_is_replaced(one, tmp_path):
+    """What the SDK's ``mode="auto"`` does when ``server/discover`` takes over 10 s (a shared server
+    starting on a loaded machine): it sends ``initialize``, which the connection its probe opened
+    in the 2026-07-28 era refuses, and goes on in that era. Killed and replaced, the server must not
+    get that refused ``initialize`` replayed: the new connection would serve the handshake era
+    and refuse every enveloped request ("this connection serves the handshake protocol era")."""
+    from mcp import ClientSession
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import DiscoverResult
+
+    async def main() -> None:
+        with (tmp_path / "relay.log").open("w") as errlog:
+            async with (
+                stdio_client(one.params(), errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                probe = await session.send_discover(MODERN)  # the answer the client gave up on
+                with pytest.raises(MCPError, match="2026-07-28"):
+                    await session.initialize()  # the fallback, refused on this connection
+                session.adopt(DiscoverResult.model_validate(probe))  # the re-probe's outcome
+                first = await session.call_tool("smriti_store", {"content": "Ivan keeps the checklist."})
+                assert not first.is_error, first.content
+                one.kill()
+                for _ in range(3):  # each call on the new server, in the era the client speaks
+                    listed = await session.call_tool("smriti_recall", {"mode": "list"})
+                    assert not listed.is_error, listed.content
+                    assert first.structured_content["id"] in {
+                        r["id"] for r in listed.structured_content["results"]
+                    }
+
+    run(main, 180)
+    assert "Traceback" not in (tmp_path / "relay.log").read_text()

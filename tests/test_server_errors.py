@@ -224,11 +224,11 @@ def test_background_consolidation_runs_periodically_and_survives_failures(server
         runtime = real_open(settings, *args, **kwargs)
         real_consolidate = runtime.consolidate
 
-        def flaky() -> dict:
+        def flaky(**options) -> dict:
             calls.append(1)
             if len(calls) == 1:
                 raise RuntimeError("first consolidation fails")
-            return real_consolidate()
+            return real_consolidate(**options)
 
         runtime.consolidate = flaky
         return runtime

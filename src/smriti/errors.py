@@ -100,6 +100,11 @@ class StoreFull(StoreError):
     was written, what was stored before is intact, and writes work again once space is freed."""
 
 
+class Busy(OperationError):
+    """Another process holds the memory for the same work (a consolidation) and did not finish
+    within the wait: nothing was done; trying again once it is done works."""
+
+
 class TooManyUsers(OperationError):
     """A multi-user server has MAX_OPEN_USERS memories open, each with a request in flight."""
 

@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 FULL_ID_LENGTH = 36  # a uuid's text
 MIN_ID_PREFIX = 4  # characters of an id that `smriti forget` accepts as its start
+# How long a consolidation waits for another one of the same memory (another process or worker)
+# before it gives up with Busy: a consolidation of 10k memories takes seconds, and an MCP client
+# waits about a minute for a tool call. The periodic one does not wait: it skips its round.
+CONSOLIDATION_WAIT_SECONDS = 45.0
 # A question with a time, a name and common words, so that :meth:`Memory.rehearse` runs every
 # branch of recall (cues, keywords, vectors, the time window).
 REHEARSAL_QUERY = "What did Alex say about the plan last week?"
@@ -274,18 +278,28 @@ class Memory(MemoryFacade):
         return matches[0]
 
     def consolidate(
-        self, now: datetime | None = None, on_step: Callable[[str], None] | None = None
+        self,
+        now: datetime | None = None,
+        on_step: Callable[[str], None] | None = None,
+        wait: float = CONSOLIDATION_WAIT_SECONDS,
     ) -> dict[str, Any]:
         """Repair, decay, prune, strengthen, clean orphans, recluster, manage indexes and embed new cue
         names; returns the report.
 
-        ``on_step(name)`` is called as each step finishes (the CLI's progress bar).
+        ``on_step(name)`` is called as each step finishes (the CLI's progress bar). One
+        consolidation of a memory runs at a time, across every process that opens it (the
+        store's ``exclusive`` lock, :mod:`smriti.stores.leases`): a second one waits for the
+        first, up to ``wait`` seconds, and then runs (decaying only the time since the first).
+
+        Raises:
+            Busy: another consolidation of this memory held it for ``wait`` seconds; nothing ran.
         """
         from smriti.pipelines.consolidate import consolidate_pipeline
 
         self._check_space()
         payload: dict[str, Any] = {} if now is None else {"now": now.isoformat()}
-        final = run_pipeline(consolidate_pipeline, payload, self.context, on_step) or {}
+        with self.context.store.exclusive("consolidation", wait):
+            final = run_pipeline(consolidate_pipeline, payload, self.context, on_step) or {}
         return {**final.get("report", {}), "trace": final.get("trace", [])}
 
     # ------------------------------------------------------------------------- reads

@@ -37,9 +37,13 @@ class Runtime:
     memory: Memory
     backup: Any | None = None
 
-    def consolidate(self, on_step: Any = None) -> dict[str, Any]:
-        """Run consolidation now; returns the report (with its trace). ``on_step(name)`` reports progress."""
-        return self.memory.consolidate(on_step=on_step)
+    def consolidate(self, on_step: Any = None, wait: float | None = None) -> dict[str, Any]:
+        """Run consolidation now; returns the report (with its trace). ``on_step(name)`` reports
+        progress; ``wait`` bounds the wait for another process's consolidation of this memory
+        (None: ``Memory.consolidate``'s default; see there)."""
+        if wait is None:
+            return self.memory.consolidate(on_step=on_step)
+        return self.memory.consolidate(on_step=on_step, wait=wait)
 
     def sync(self, timeout: float | None = None) -> dict[str, Any]:
         """Push the user's memory to the backup now (skipped when unchanged since the last push).

@@ -12,8 +12,8 @@ way runs inside :func:`checked_input` and its validate step does not check it ag
 (``tests/test_validation_once.py`` counts). The mark is a context variable set for that one run,
 not a key of the graph's input: nothing a caller puts in a graph's input skips validation.
 The MCP tool schemas only advertise the rules
-(:func:`importance_schema`, :func:`limit_schema`, :func:`choice_schema`): the SDK's argument
-model checks types, never a rule of its own.
+(:func:`importance_schema`, :func:`limit_schema`, :func:`choice_schema`, :func:`text_schema` for
+every string's bound): the SDK's argument model checks types, never a rule of its own.
 """
 
 from __future__ import annotations
@@ -100,14 +100,63 @@ def check_importance(importance: Any) -> float:
     return value
 
 
+# ----------------------------------------------------------------------------- bounds
+# What a client may send, checked before any work and advertised in the tools' input schemas
+# (maxLength): fixed, not settings, as nothing a deployment does needs them to vary. The content's
+# bound is MAX_CONTENT_CHARS (a setting: an importer of long documents raises it).
+MAX_TAGS = 64
+"""The most tags one memory has (a near-duplicate's merged tags are cut to it too)."""
+MAX_TAG_CHARS = 100
+"""The longest tag, in characters."""
+MAX_TAGS_CHARS = MAX_TAGS * (MAX_TAG_CHARS + 2)
+"""The longest ``tags`` string: ``MAX_TAGS`` tags of ``MAX_TAG_CHARS`` with ", " between them."""
+MAX_QUERY_CHARS = 4_000
+"""The longest recall query (``smriti context`` cuts a longer prompt to it)."""
+MAX_SOURCE_CHARS = 200
+"""The longest ``source`` label."""
+MAX_ID_CHARS = 64
+"""The longest memory id a request may name (ids are 36-character UUIDs; a prefix is shorter)."""
+MAX_DATE_CHARS = 64
+"""The longest ``occurred_at`` (an ISO 8601 date-time is at most 32)."""
+
+
+def text_schema(max_chars: int) -> dict[str, Any]:
+    """The JSON schema of a bounded string argument (advertised only; its check applies it)."""
+    return {"type": "string", "maxLength": max_chars}
+
+
+def check_length(name: str, value: str, max_chars: int) -> str:
+    """``value`` if it has at most ``max_chars`` characters, else a one-line refusal naming ``name``."""
+    if len(value) > max_chars:
+        raise InvalidInput(f"{name} is {len(value)} characters; the limit is {max_chars}")
+    return value
+
+
 def normalise_tags(tags: Any) -> str:
-    """Comma-separated tags, lower-cased, stripped, unique in their first order; None is ``""``."""
+    """Comma-separated tags, lower-cased, stripped, unique in their first order; None is ``""``.
+
+    At most :data:`MAX_TAGS` tags of :data:`MAX_TAG_CHARS` characters (the whole string at most
+    :data:`MAX_TAGS_CHARS`, checked before it is split).
+    """
     if tags is None:
         return ""
     if not isinstance(tags, str):
         raise InvalidInput("tags must be a comma-separated string")
+    check_length("tags", tags, MAX_TAGS_CHARS)
     parts = [clean_label(t).strip().lower() for t in tags.split(",")]
-    return ",".join(dict.fromkeys(t for t in parts if t))
+    unique = list(dict.fromkeys(t for t in parts if t))
+    if len(unique) > MAX_TAGS:
+        raise InvalidInput(f"{len(unique)} tags; the limit is {MAX_TAGS}")
+    for tag in unique:
+        if len(tag) > MAX_TAG_CHARS:
+            raise InvalidInput(f"tag {tag[:20]!r}... is {len(tag)} characters; the limit is {MAX_TAG_CHARS}")
+    return ",".join(unique)
+
+
+def merge_tags(first: str, second: str) -> str:
+    """The union of two normalised tag lists, ``first``'s first, cut to :data:`MAX_TAGS`."""
+    tags = dict.fromkeys(t for t in (part.strip() for part in f"{first},{second}".split(",")) if t)
+    return ",".join(list(tags)[:MAX_TAGS])
 
 
 def check_occurred_at(value: Any) -> datetime | None:
@@ -119,7 +168,7 @@ def check_occurred_at(value: Any) -> datetime | None:
         return value if value.tzinfo else value.replace(tzinfo=UTC)
     if not isinstance(value, str):
         raise InvalidInput("occurred_at must be an ISO 8601 date or date-time string")
-    text = value.strip()
+    text = check_length("occurred_at", value, MAX_DATE_CHARS).strip()
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
@@ -159,13 +208,19 @@ def check_memory_type(memory_type: Any) -> str | None:
     return memory_type
 
 
-def check_text(name: str, value: Any) -> str:
-    """An optional string argument (a query, a source label), stripped; None is ``""``."""
+def check_text(name: str, value: Any, max_chars: int) -> str:
+    """An optional string argument (a query, a source label) of at most ``max_chars``
+    characters, stripped; None is ``""``."""
     if value is None:
         return ""
     if not isinstance(value, str):
         raise InvalidInput(f"{name} must be a string")
-    return value.strip()
+    return check_length(name, value, max_chars).strip()
+
+
+def check_memory_id(value: Any) -> str:
+    """A memory id (or the start of one), stripped: at most :data:`MAX_ID_CHARS` characters."""
+    return check_text("memory_id", value, MAX_ID_CHARS)
 
 
 LIMIT_MINIMUM = 1  # the fewest results a recall may ask for; the most is MEMORY_FABRIC_MAX_RESULTS
@@ -232,9 +287,14 @@ def check_store(
         "content": text,
         "importance": weight,
         "tags": normalise_tags(tags),
-        "source": check_text("source", source),
+        "source": check_text("source", source, MAX_SOURCE_CHARS),
         "occurred_at": occurred.isoformat() if occurred else "",
-        "supersedes": supersedes,  # nodes/supersede.check_supersedes: its rule needs the store
+        # Its length here; whether it names a memory in nodes/supersede.check_supersedes (needs the store).
+        "supersedes": (
+            check_length("supersedes", supersedes, MAX_ID_CHARS)
+            if isinstance(supersedes, str)
+            else supersedes
+        ),
     }
 
 
@@ -254,7 +314,7 @@ def check_recall(
     Raises:
         InvalidInput: the first rule the request breaks; nothing has been read.
     """
-    text = check_text("query", query)
+    text = check_text("query", query, MAX_QUERY_CHARS)
     mode = check_mode(mode)
     return {
         "query": text,

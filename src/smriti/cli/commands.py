@@ -512,9 +512,11 @@ def context(
 ) -> None:
     """Print the most relevant memories as bullet lines (for a session-start or prompt hook)."""
     from smriti.cli.render import context_lines
+    from smriti.validators import MAX_QUERY_CHARS
 
     with _handled():
-        query = _hook_prompt(prompt)
+        # A hook passes whole prompts: recall on their start rather than refuse a long one.
+        query = _hook_prompt(prompt)[:MAX_QUERY_CHARS]
         if server:
             from smriti.cli.remote import call_tool
 
@@ -562,32 +564,39 @@ def view(
         int, typer.Option(help="Draw the N most recently used memories.", min=1, max=5000)
     ] = 1000,
     serve: Annotated[
-        bool, typer.Option("--serve", help="Also show it on http://127.0.0.1 until Ctrl-C.")
+        bool,
+        typer.Option("--serve", help="Also show it on loopback until Ctrl-C (that page only, nothing else)."),
     ] = False,
-    port: Annotated[int, typer.Option(help="Port for --serve (0: any free one).")] = 0,
+    port: Annotated[int, typer.Option(help="Port for --serve (0: any free one).", min=0, max=65535)] = 0,
+    bind: Annotated[
+        str, typer.Option(help="Loopback address for --serve: 127.0.0.1 or ::1 (nothing else is accepted).")
+    ] = "127.0.0.1",
 ) -> None:
     """Write the memory graph as one self-contained HTML file (no network needed to open it)."""
+    from smriti.cli.page_server import check_loopback
     from smriti.cli.render import notice
     from smriti.view import collect, render
 
+    if serve:
+        with _handled():
+            check_loopback(bind)  # refused before the memory is opened
     with _handled(), _borrowed(ctx, "view"), _local(ctx) as runtime:
         page = render(collect(runtime.memory, limit), runtime.memory.context.store.user)
-    output.write_text(page, encoding="utf-8")
-    notice(f"wrote {output} ({len(page) // 1024} KiB)")
+    body = page.encode("utf-8")
+    output.write_bytes(body)
+    notice(f"wrote {output} ({len(body) // 1024} KiB)")
     if serve:
-        _serve_file(output, port)
+        _serve_page(output.name, body, bind, port)
 
 
-def _serve_file(path: Path, port: int) -> None:
-    """Serve one file on loopback only (the graph holds the user's memories)."""
-    import functools
-    import http.server
-
+def _serve_page(name: str, body: bytes, bind: str, port: int) -> None:
+    """Serve the page just written (from memory, never the folder) on loopback until Ctrl-C."""
+    from smriti.cli.page_server import Page, page_server, page_url
     from smriti.cli.render import notice
 
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(path.resolve().parent))
-    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
-        url = f"http://127.0.0.1:{httpd.server_address[1]}/{path.name}"
+    page = Page(name, body)
+    with _handled(), page_server(page, bind, port) as httpd:
+        url = page_url(httpd, page)
         notice(f"serving {url} (Ctrl-C to stop)")
         print(url, flush=True)
         with contextlib.suppress(KeyboardInterrupt):

@@ -10,7 +10,7 @@ from smriti.errors import InvalidInput
 from smriti.nodes.state import MemoryContext, StoreState, traced
 from smriti.nodes.textsim import siblings
 from smriti.stores.base import Engram, StoreError
-from smriti.validators import check_store, input_is_checked
+from smriti.validators import check_store, input_is_checked, merge_tags
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
@@ -88,9 +88,7 @@ def find_duplicate(state: StoreState, runtime: Runtime[MemoryContext]) -> dict[s
         note = f"{len(close)} close, all naming other things: stored" if close else "no near-duplicate"
         return {"similar": nearest, "duplicate_of": None, "_candidates": nearest, "_notes": note}
     score = next(s.score for s in close if s.id == existing.id)
-    tags = ",".join(
-        dict.fromkeys([*existing.tag_list(), *[t for t in state.get("tags", "").split(",") if t]])
-    )
+    tags = merge_tags(existing.tags, state.get("tags", ""))  # at most MAX_TAGS, however many merges
     with context.write_lock:
         context.store.update_engram(
             existing.id,

@@ -44,7 +44,7 @@ from pydantic import Field
 
 from smriti import __version__
 from smriti.config import Settings
-from smriti.errors import SmritiError, UserError
+from smriti.errors import Busy, SmritiError, UserError
 from smriti.runtime import (
     NOTHING_TO_SYNC,
     Runtime,
@@ -70,12 +70,19 @@ from smriti.server.tool_errors import SmritiServer
 from smriti.server.users import UserRuntimes
 from smriti.stores.base import MEMORY_TYPES
 from smriti.validators import (
+    MAX_DATE_CHARS,
+    MAX_ID_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_SOURCE_CHARS,
+    MAX_TAGS_CHARS,
     RECALL_MODES,
+    check_memory_id,
     check_recall,
     check_store,
     choice_schema,
     importance_schema,
     limit_schema,
+    text_schema,
 )
 
 if TYPE_CHECKING:
@@ -259,8 +266,9 @@ async def smriti_manage(
     ] = "",
     explain: Annotated[bool, Field(description="consolidate: add the per-step trace")] = False,
 ) -> Annotated[CallToolResult, ManageResult]:
+    memory_id = _check(check_memory_id, memory_id)  # before the memory is opened
     async with _runtime(ctx) as runtime:
-        return await _manage(ctx, runtime, action, memory_id.strip(), explain)
+        return await _manage(ctx, runtime, action, memory_id, explain)
 
 
 def _forget(memory: Memory, memory_id: str) -> dict[str, Any]:
@@ -398,23 +406,33 @@ def build_server(
     )
     for tool, title, description, hints in TOOLS:
         server.add_tool(tool, name=tool.__name__, title=title, description=description, annotations=hints)
-    _advertise_rules(server, settings.memory_fabric_max_results)
+    _advertise_rules(server, settings)
     register_resources(server, lambda: opened[0].using_request(None))
     register_classic_surface(lowlevel_server(server), MEMORY_RESOURCES)
     add_health_route(server, __version__)
     return server
 
 
-def _advertise_rules(server: MCPServer, max_results: int) -> None:
+def _advertise_rules(server: MCPServer, settings: Settings) -> None:
     """Advertise the rules the tools apply (validators.py) in their input schemas: one definition,
-    and the SDK's argument model, which only checks types, never applies them a second time."""
+    and the SDK's argument model, which only checks types, never applies them a second time.
+    Every string has its bound (``maxLength``), so a client knows what will be refused."""
     advertised = {
-        "smriti_store": {"importance": importance_schema()},
+        "smriti_store": {
+            "content": text_schema(settings.max_content_chars),
+            "importance": importance_schema(),
+            "tags": text_schema(MAX_TAGS_CHARS),
+            "source": text_schema(MAX_SOURCE_CHARS),
+            "occurred_at": text_schema(MAX_DATE_CHARS),
+            "supersedes": text_schema(MAX_ID_CHARS),
+        },
         "smriti_recall": {
-            "limit": limit_schema(max_results),
+            "query": text_schema(MAX_QUERY_CHARS),
+            "limit": limit_schema(settings.memory_fabric_max_results),
             "mode": choice_schema(RECALL_MODES),
             "memory_type": choice_schema(tuple(MEMORY_TYPES), nullable=True),
         },
+        "smriti_manage": {"memory_id": text_schema(MAX_ID_CHARS)},
     }
     for name, properties in advertised.items():
         for prop, schema in properties.items():
@@ -452,7 +470,7 @@ def _start_background(tasks: anyio.abc.TaskGroup, runtime: Runtime) -> None:
     if settings.analysis_worker and runtime.memory.start_analysis_worker():
         logger.info("LLM analysis runs in the background: %s", runtime.memory.analysis_queue())
     if settings.consolidation_interval > 0:
-        consolidate = one_worker_at_a_time(runtime, "consolidation", runtime.consolidate)
+        consolidate = functools.partial(_periodic_consolidation, runtime)
         tasks.start_soon(_every, settings.consolidation_interval, "consolidation", consolidate)
     if runtime.backup is not None and settings.backup_sync_interval > 0:
         sync = one_worker_at_a_time(runtime, "backup sync", runtime.sync)
@@ -484,11 +502,21 @@ def _warm_caches(runtime: Runtime) -> None:
         logger.debug("warming the store failed", exc_info=True)
 
 
+def _periodic_consolidation(runtime: Runtime) -> dict[str, Any] | None:
+    """A timer's consolidation: skipped, not waited for, while another process or worker runs
+    one of this memory (``Memory.consolidate``'s lock); that one does the work."""
+    try:
+        return runtime.consolidate(wait=0)
+    except Busy:
+        logger.info("periodic consolidation: another process or worker is running one; skipped")
+        return None
+
+
 def one_worker_at_a_time(runtime: Runtime, what: str, func: Callable[[], Any]) -> Callable[[], Any]:
-    """``func`` (a periodic consolidation or backup sync of ``runtime``'s user), run by one
-    worker at a time: each worker has the timer, and the one that finds another worker running
-    it skips that round (two consolidations at once on one file would both decay from the same
-    watermark; two backup pushes of one memory would race). One worker: ``func`` itself."""
+    """``func`` (a periodic backup sync of ``runtime``'s user), run by one worker at a time: each
+    worker has the timer, and the one that finds another worker running it skips that round (two
+    backup pushes of one memory would race). One worker: ``func`` itself. (Consolidation has its
+    own lock, across every process: ``Memory.consolidate``.)"""
     settings = runtime.settings
     if settings.http_workers <= 1:
         return func

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
+from smriti.validators import MAX_QUERY_CHARS, MAX_SOURCE_CHARS, MAX_TAG_CHARS, MAX_TAGS
+
 Action = Literal["forget", "sync", "consolidate", "stats"]
 
 
@@ -90,7 +92,7 @@ questions that may depend on earlier sessions (preferences, decisions, facts abo
 or project); store durable facts, decisions and lessons as they come up; forget what the
 user asks you to forget or what turns out to be wrong."""
 
-STORE_DESCRIPTION = """Remember something for future conversations ("remember this").
+STORE_DESCRIPTION = f"""Remember something for future conversations ("remember this").
 
 Use it for durable information: facts about the user or project, preferences, decisions and
 their reasons, how-tos that worked, lessons from mistakes. Write one self-contained memory
@@ -98,11 +100,13 @@ per call in plain sentences (name the people, tools and projects involved; avoid
 not a transcript. Do not store secrets or throwaway chatter.
 
 Args:
-  content: the memory text (required, non-empty).
+  content: the memory text (required, non-empty; at most the schema's maxLength characters,
+    MAX_CONTENT_CHARS on the server, 20,000 by default).
   importance: 0.0-1.0, how much it matters later (default 0.5; use 0.8+ for things that must
     never be lost, such as explicit user instructions; important memories are never pruned).
-  tags: optional comma-separated labels, e.g. "project-x,database".
-  source: optional origin label, e.g. "meeting-notes" or "user".
+  tags: optional comma-separated labels, e.g. "project-x,database" (at most {MAX_TAGS} tags of at
+    most {MAX_TAG_CHARS} characters each).
+  source: optional origin label, e.g. "meeting-notes" or "user" (at most {MAX_SOURCE_CHARS} characters).
   supersedes: optional id of an older memory this one corrects (e.g. a changed preference);
     the older one is kept but marked superseded, and recall returns the new one. Corrections
     of the same subject and relation are also detected on their own.
@@ -112,7 +116,7 @@ Returns the memory id, its detected type (episodic, semantic or procedural), the
 into an almost identical existing memory (deduplicated) instead of creating a copy, the
 older memories it superseded, and whether a model's analysis of it is queued."""
 
-RECALL_DESCRIPTION = """Look up what you remember ("what do I know about X?").
+RECALL_DESCRIPTION = f"""Look up what you remember ("what do I know about X?").
 
 Call it at the start of a task and whenever earlier context could matter, before asking the
 user to repeat themselves.
@@ -127,7 +131,7 @@ Modes:
     mode also lists).
 
 Args:
-  query: natural-language question or keywords.
+  query: natural-language question or keywords (at most {MAX_QUERY_CHARS:,} characters).
   limit: maximum results (1 to the server's MEMORY_FABRIC_MAX_RESULTS, default 5).
   mode: recall, search or list.
   memory_type: optional filter: episodic (events), semantic (facts) or procedural (how-tos).
@@ -135,11 +139,11 @@ Args:
   include_superseded: true also returns memories corrected by a newer one, ranked below it
     and marked with superseded_by (default: only current facts).
 
-Returns {query, total_results, sources (results by source), retrieval_paths, parsed (mode
-recall: the cleaned query, entity_hints, intent), results: [{id, text, score, source,
+Returns {{query, total_results, sources (results by source), retrieval_paths, parsed (mode
+recall: the cleaned query, entity_hints, intent), results: [{{id, text, score, source,
 timestamp, entities, graph_relations (the memory's own facts, the relation paths that led
 to it, the memory that named what it is about, facts about its shared entities), memory_type,
-cluster_id, metadata}]}. Recalled memories are reinforced, so useful memories stay strong."""
+cluster_id, metadata}}]}}. Recalled memories are reinforced, so useful memories stay strong."""
 
 MANAGE_DESCRIPTION = """Maintenance operations on the memory.
 

@@ -16,7 +16,8 @@ What they share, and how it stays correct:
   already (``capabilities.shared``).
 * Kuzu and LadybugDB open a database in one process only: refused with more than one worker.
 * Periodic consolidation and backup sync: every worker has the timers, one runs each at a time
-  (:func:`smriti.server.app.one_worker_at_a_time`).
+  (consolidation: the memory's lock, ``Memory.consolidate``, which also holds an on-demand one
+  back; sync: :func:`smriti.server.app.one_worker_at_a_time`).
 
 MCP sessions: a session made by ``initialize`` on one worker is unknown to the others, and the
 kernel, not the session id, picks the worker of each connection. So workers serve stateless

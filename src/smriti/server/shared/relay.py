@@ -27,7 +27,8 @@ What the relay adds:
 * **Reconnection**: when the shared server goes away (killed, stopped, idle exit) the session is
   lost, not the client. A request the server was running is answered with an error saying it
   may or may not have been carried out; the next request starts a server again, the relay
-  replays the client's ``initialize`` and sends the request. A request that never reached a
+  replays the client's ``initialize`` (only one the server accepted: a 2026-07-28 session has
+  none to replay) and sends the request. A request that never reached a
   server (the connection was already gone) is sent to the new one.
 * **Every request answered once, and a prompt exit**: when stdin ends, the relay waits for the
   answers due (at most ``ANSWER_GRACE`` seconds), then exits.
@@ -451,6 +452,12 @@ class Relay:
                 if line.id == _TOOLS_ID:
                     self._tools_checked(session, line)
                     continue
+                if (
+                    request is not None
+                    and request.method == "initialize"
+                    and "result" not in (line.message or {})
+                ):
+                    self._handshake_refused(request)
                 if request is not None and request.method in ("initialize", "server/discover", "tools/list"):
                     self._keep(session, request, line)
             self.write(raw)
@@ -461,6 +468,22 @@ class Relay:
         for request in unanswered:
             if request.id != _TOOLS_ID:
                 self.answer(_error(request.id, MAY_HAVE_RUN), request)
+
+    def _handshake_refused(self, request: Line) -> None:
+        """The server refused the client's ``initialize``: the session is not of the handshake era,
+        so no later connection may be opened with it.
+
+        How a real client gets there: the SDK's ``mode="auto"`` probes ``server/discover``, and
+        when the answer takes longer than its 10 s (a shared server starting on a loaded machine)
+        it sends ``initialize``. The probe reached the server first and opened the connection in
+        the 2026-07-28 era, so the handshake is refused (-32022) and the client probes again
+        and goes on in that era. Replayed after a restart, that ``initialize`` would open the new
+        connection in the handshake era, and every enveloped request on it would be refused
+        ("this connection serves the handshake protocol era").
+        """
+        with self.lock:
+            if self.initialize is request:
+                self.initialize = None
 
     def _lose(self, session: Session) -> list[Line]:
         """Mark ``session`` lost (call holding ``self.lock``); the requests it left unanswered."""

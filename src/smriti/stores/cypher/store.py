@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -74,6 +74,7 @@ from smriti.stores.cypher.rows import (
     to_stored_time,
 )
 from smriti.stores.cypher.search import CypherSearch
+from smriti.stores.leases import GraphLease
 from smriti.stores.migrations import MIGRATIONS_KEY, Migration, parse_applied, run_migrations
 from smriti.stores.operations import handed
 from smriti.stores.search import SEARCHED_FIELDS
@@ -173,6 +174,11 @@ class CypherGraphStore(StoreBase):
     def run(self, query: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """Run one parameterised query (no ``$user`` binding) and return its rows as dicts."""
         return self.connection.run(query, params)
+
+    def exclusive(self, name: str, wait: float) -> AbstractContextManager[None]:
+        """A ``Lease`` node of the user with an expiry, renewed while held
+        (:class:`~smriti.stores.leases.GraphLease`): every server process sharing the database sees it."""
+        return GraphLease(lambda query, params: self.graph.q(query, **params), name).held(wait)
 
     # -- key/value metadata -------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -57,6 +58,7 @@ from smriti.stores.kuzu.graph import CueMap, FreshEdges, GraphReads
 from smriti.stores.kuzu.rows import EngramRows
 from smriti.stores.kuzu.schema import BACKENDS, import_backend
 from smriti.stores.kuzu.search import SearchIndex
+from smriti.stores.leases import file_lease
 from smriti.stores.operations import handed
 from smriti.stores.paths import store_path
 
@@ -241,6 +243,10 @@ class KuzuStore(StoreBase):
         self.close()
 
     # -- meta ----------------------------------------------------------------------------------
+    def exclusive(self, name: str, wait: float) -> AbstractContextManager[None]:
+        """A lock file beside the database, ``<file>.<name>.lock`` (:func:`.leases.file_lease`)."""
+        return file_lease(self.path.with_name(f"{self.path.name}.{name}.lock"), name, wait)
+
     def get_meta(self, key: str) -> str | None:
         return schema.get_meta(self.db.run, key)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ from smriti.stores.base import (
     StoreStats,
     mismatch_message,
 )
+from smriti.stores.leases import file_lease
 from smriti.stores.operations import handed
 from smriti.stores.paths import store_path
 from smriti.stores.sqlite import schema
@@ -197,6 +198,10 @@ class SqliteStore(StoreBase):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def exclusive(self, name: str, wait: float) -> AbstractContextManager[None]:
+        """A lock file beside the database, ``<file>.<name>.lock`` (:func:`.leases.file_lease`)."""
+        return file_lease(self.path.with_name(f"{self.path.name}.{name}.lock"), name, wait)
 
     @contextmanager
     def bulk_import(self, memories: int) -> Iterator[None]:
