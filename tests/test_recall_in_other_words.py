@@ -73,7 +73,7 @@ def test_a_note_about_what_the_answer_names_does_not_outrank_the_answer(settings
         tuned = settings.model_copy(update={"bridge_below_seed": below_seed})
         with Memory.open(tuned, embedder=embedder, user=f"u{below_seed}") as memory:
             memory.store("Priya owns payments-api and is the first reviewer for any refund change")
-            memory.store("payments-api retries refund charges at most twice")
+            memory.store("payments-api retries card charges at most twice")
             memory.store("payments-api keeps a pool of 20 connections")
             return _texts(memory.recall("Who should review my refund change?", limit=3))[0]
 

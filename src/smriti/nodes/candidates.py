@@ -110,8 +110,9 @@ def memory_words(text: str) -> frozenset[str]:
 
 def lexical_coverage(candidate: Candidate, weights: Mapping[str, float]) -> float:
     """:func:`~smriti.nodes.scoring.coverage` of the query cues (``weights``: cue -> idf) that the
-    candidate is linked to or whose words its text holds (``team-kestrel``: both words)."""
-    have = memory_words(candidate.text)
+    candidate is linked to or whose words it holds (``team-kestrel``: both words), in its text,
+    summary or facts: what full-text search matched it on."""
+    have = memory_words("\n".join([candidate.text, candidate.summary, *candidate.facts]))
     linked = {*candidate.matched_cues, *candidate.entities}
     matched = [
         name for name in weights if name in linked or all(part in have for part in name.split("-") if part)
