@@ -8,7 +8,7 @@ moving a step into another module, or adding one, is checked here and not by rea
 import re
 from pathlib import Path
 
-from smriti.pipelines.recall import recall_graph
+from smriti.pipelines.recall import recall_graph, recall_steps
 from smriti.pipelines.store import store_graph
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,7 +29,7 @@ MAX_FILES = 12
 
 
 def _module_of(node: str) -> str:
-    return recall_graph.builder.nodes[node].runnable.func.__module__
+    return recall_steps.nodes[node].__module__
 
 
 def _steps_of_a_recall(make_context) -> list[str]:
