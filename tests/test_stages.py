@@ -312,11 +312,12 @@ def test_a_stage_folds_its_steps_writes_as_langgraph_folds_them():
         seen.append(dict(state))
         return {"value": state["value"] + 1, "seen": ["second"]}
 
-    class Runtime:
-        stream_writer = staticmethod(lambda chunk: None)
-
-    node = stages.stage_node("both", [first, second], Toy)
-    assert node({"seen": ["before"]}, Runtime()) == {"value": 2, "seen": ["first", "second"]}
+    one = Pipeline("one", Toy)
+    one.add_node("both", stages.stage_node("both", [first, second], Toy))
+    one.add_edge(START, "both")
+    one.add_edge("both", END)
+    updates = list(one.compile().stream({"seen": ["before"]}, stream_mode="updates"))
+    assert updates == [{"both": {"value": 2, "seen": ["first", "second"]}}]
     assert seen == [{"seen": ["before", "first"], "value": 1}]
 
 

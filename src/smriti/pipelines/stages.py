@@ -15,8 +15,8 @@ step still appends its own trace entry (``explain`` shows the 23 steps of a reca
 stages). ``tests/test_stages.py`` compares the two on the real pipelines.
 
 A stage tells each finished step to LangGraph's ``custom`` stream (``runtime.stream_writer``,
-a no-op in a plain ``invoke``): :func:`run` with ``on_step`` passes them on as they happen (the
-MCP server's progress notifications, the CLI's progress bar).
+a no-op in a plain ``invoke``) and to the run's ``on_step`` (:func:`run`: the MCP server's
+progress notifications, the CLI's progress bar), as it happens.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from typing import Annotated, Any, NotRequired, Required
 from smriti.pipelines.pipeline import END, START, Node, Pipeline, Route
 
 log = logging.getLogger(__name__)
+
+ON_STEP = "smriti_on_step"  # the run's config key of ``run``'s ``on_step``
 
 Reducer = Callable[[Any, Any], Any]
 
@@ -56,9 +58,12 @@ def stage_node(name: str, steps: Sequence[Node], schema: type) -> Node:
     named = [(step.__name__, step) for step in steps]
 
     def stage(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        from langgraph.config import get_config  # runs inside LangGraph: imported already
+
         view = dict(state)
         written: dict[str, Any] = {}
-        tell = runtime.stream_writer
+        write = runtime.stream_writer
+        on_step = get_config().get("configurable", {}).get(ON_STEP)
         for step_name, step in named:
             update = step(dict(view), runtime)
             if update is None:
@@ -75,7 +80,9 @@ def stage_node(name: str, steps: Sequence[Node], schema: type) -> Node:
                 view[key] = reducer(view[key], value) if key in view else value
                 written[key] = reducer(written[key], value) if key in written else value
             trace = update.get("trace")
-            tell({"stage": name, "step": step_name, "ms": trace[-1]["ms"] if trace else None})
+            write({"stage": name, "step": step_name, "ms": trace[-1]["ms"] if trace else None})
+            if on_step is not None:
+                on_step(step_name)
         return written
 
     stage.__name__ = stage.__qualname__ = name
@@ -177,17 +184,14 @@ def _mapped_route(route: Route, names: Mapping[str, str]) -> Route:
 def run(
     graph: Any, payload: Mapping[str, Any], context: Any, on_step: Callable[[str], None] | None = None
 ) -> Any:
-    """``graph.invoke(payload, context=context)``; with ``on_step``, the same run streamed, and
-    ``on_step(step)`` called as each step of each stage finishes (before the next one starts)."""
+    """``graph.invoke(payload, context=context)``, with ``on_step(step)`` called by each stage as
+    each of its steps finishes, in the thread that ran it (the calling thread, but for recall's
+    parallel branches). Invoked, not streamed: LangGraph's ``stream`` runs even a lone node in
+    a pool thread, and the store's steps must run in the thread that holds its transaction
+    (``Memory.store_checked``)."""
     if on_step is None:
         return graph.invoke(payload, context=context)
-    output = None
-    for mode, chunk in graph.stream(payload, context=context, stream_mode=["custom", "values"]):
-        if mode == "values":
-            output = chunk
-        elif isinstance(chunk, dict) and "step" in chunk:
-            on_step(chunk["step"])
-    return output
+    return graph.invoke(payload, {"configurable": {ON_STEP: on_step}}, context=context)
 
 
 def compile_graphs() -> None:

@@ -163,15 +163,20 @@ def _progress(ctx: ToolContext) -> Callable[[str], None] | None:
     """When the call carries a ``progressToken``: an ``on_step`` that sends each step of the
     pipeline, as it finishes, as a progress notification (progress = steps done, message = the
     step's name), so a client can show recall's steps as they run; None otherwise (the graph is
-    then invoked, not streamed). It runs in the tool's worker thread and waits for each
-    notification to be sent, so they arrive in order and before the result."""
+    then invoked as usual). It runs in the thread of the step (the tool's worker thread, or one of
+    LangGraph's for recall's parallel branches) and waits for each notification to be sent, so
+    they arrive in order and before the result."""
     meta = ctx.request_context.meta  # the request's ``_meta``, its wire names made Python's
     if meta is None or meta.get("progress_token") is None:
         return None
     done = itertools.count(1)
+    loop = anyio.lowlevel.current_token()  # LangGraph's pool threads are not anyio's
+    one_at_a_time = threading.Lock()  # progress must grow: parallel branches take turns
 
     def on_step(step: str) -> None:
-        anyio.from_thread.run(functools.partial(ctx.report_progress, next(done), message=step))
+        with one_at_a_time:
+            report = functools.partial(ctx.report_progress, next(done), message=step)
+            anyio.from_thread.run(report, token=loop)
 
     return on_step
 
