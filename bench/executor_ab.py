@@ -1,18 +1,27 @@
-"""One executor for the pipelines: the direct runner against compiled LangGraph graphs, measured
-in one run, alternated, so both see the same machine load (issue 38, item 1).
+"""One executor (issue 43): production's compiled LangGraph graphs, in stages, against the direct
+runner of an older checkout, through the real shared server, interleaved, by wall and by CPU.
 
-    .venv/bin/python -m bench.executor_ab [--memories 300] [--calls 40] [--spawns 5]
+    git worktree add /work/wt/executor-base 6e3df8b     # the runner, at the branch point
+    SMRITI_BENCH_DATA=/work/shared/bench .venv/bin/python -m bench.executor_ab \\
+        --before /work/wt/executor-base [--size 10000] [--calls 60] [--spawns 6] [--imports 1000]
 
-Per call (in-process, on one SQLite store of ``--memories`` cue-rich memories, hashing embedder):
-the recall pipeline (without reinforce, so every call sees the same store) and the store pipeline
-on each executor, and the executors alone on recall's shape (its 26 nodes, routes and parallel
-branches, every node a no-op that appends its name). Medians of ``--calls`` calls, alternated
-in blocks of five.
+Both sides run this venv's Python (the same packages); the "before" side imports its ``smriti``
+from ``BEFORE/src`` (``PYTHONPATH``). Each side has its own copy of one store of ``--size``
+memories (``bench.first_minute``'s, hashing embedder) and its own shared server (the default
+path: ``smriti-mcp`` relays to it), both running at once.
 
-Cold start (process spawn to the first recall answered, the parent's clock): a fresh Python
-process opens the memory and answers one recall, on the runner, or on the compiled LangGraph
-graph with LangGraph's import and the compile started in a background thread as the memory opens
-(the "deferred and warmed off the first answer's path" option); ``--spawns`` of each, alternated.
+* **Per call** (warm): recall (mode recall, limit 10, a cycle of questions) and store (a new
+  text each call) through each side's relay, the two sides called in turn, which one goes first
+  flipping every call. Wall: the client's clock, median. CPU: the shared server process's
+  (``/proc/PID/stat``: every thread's, the ended ones' too), summed over the calls and divided
+  by their number (the clock ticks are 10 ms: one call's reading is too coarse for a median).
+* **Import**: ``smriti import FILE --from text`` of ``--imports`` new texts into a fresh store,
+  in-process (the store pipeline once per memory), alternated; wall, and the child's CPU
+  (``os.wait4``'s rusage).
+* **Cold start**: with the side's shared server stopped, spawn ``smriti-mcp``, handshake, one
+  recall: the client's clock to the answer, and the shared server's CPU up to then;
+  ``--spawns`` of each side, alternated. The new side imports LangGraph in a background thread
+  from the server's first moment (``pipelines/stages.py``), the runner never does.
 
 Results go to stdout (a Markdown table) and progress to stderr.
 """
@@ -20,6 +29,9 @@ Results go to stdout (a Markdown table) and progress to stderr.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -29,179 +41,245 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import data_dir
+from bench.first_minute import Pipe, prepare, stop_shared
 from bench.scale_corpus import make_texts
+from bench.scale_mcp import server_env
+from bench.scale_session import script
 
-QUERY = "Who moved the invoices service to Postgres?"
-BLOCK = 5
-CHILD = """
-import sys, time, threading
-mode, folder = sys.argv[1], sys.argv[2]
-from pathlib import Path
-from smriti.config import Settings
-from smriti.memory import Memory
-settings = Settings(storage_location=Path(folder), accessing_user="bench", embedding_provider="hashing",
-                    embedding_dims=384, llm_provider="heuristic", smriti_shared=False)
-memory = Memory.open(settings)
-payload = {"query": %(query)r, "limit": 5, "mode": "recall", "memory_type": None, "explain": False,
-           "include_superseded": False, "checked": True}
-if mode == "runner":
-    result = memory.recall(%(query)r, limit=5)
-else:
-    from smriti.pipelines.recall import recall_pipeline
-    warm = threading.Thread(target=lambda: recall_pipeline.graph)  # import + compile, off this thread
-    warm.start()
-    warm.join()  # the first answer needs the graph: it waits for whatever of the warm-up is left
-    result = recall_pipeline.graph.invoke(payload, context=memory.context)["result"]
-assert result["results"], result
-print("answered", flush=True)
-memory.close()
-"""
+SIDES = ("runner", "graphs")
+QUESTIONS = [
+    "What did Caroline say about the adoption agency?",
+    "Who moved the invoices service to Postgres?",
+    "When did Melanie go camping with her kids?",
+    "What does the team use for pagination?",
+    "Where did Dana move in May?",
+]
+TICK = os.sysconf("SC_CLK_TCK")
 
 
-def fill(folder: Path, count: int) -> None:
-    from smriti.config import Settings
-    from smriti.memory import Memory
-
-    settings = Settings(
-        storage_location=folder,
-        accessing_user="bench",
-        embedding_provider="hashing",
-        embedding_dims=384,
-        llm_provider="heuristic",
-        smriti_shared=False,
-    )
-    memory = Memory.open(settings)
-    memory.store("Alice moved the invoices service to Postgres in March.")
-    corpus = make_texts(data_dir(), count - 1, seed=7)
-    for text, source in zip(corpus.texts, corpus.sources, strict=True):
-        memory.store(text, source=source)
-    memory.close()
+def log(message: str) -> None:
+    load = os.getloadavg()[0]
+    print(f"[executor_ab {time.strftime('%H:%M:%S')} load {load:.1f}] {message}", file=sys.stderr, flush=True)
 
 
-def median_ms(samples: list[float]) -> float:
-    return round(statistics.median(samples) * 1000, 3)
+def process_cpu(pid: int) -> float:
+    """Seconds of CPU ``pid`` used so far (user + system, all threads, ended ones included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime: fields 14 and 15
 
 
-def per_call(folder: Path, calls: int, memories: int) -> dict[str, dict[str, float]]:
-    from smriti.config import Settings
-    from smriti.memory import Memory
-    from smriti.pipelines import runner
-    from smriti.pipelines.recall import build_recall_pipeline
-    from smriti.pipelines.store import store_pipeline
+class Side:
+    """One checkout's shared server on its own copy of the store."""
 
-    settings = Settings(
-        storage_location=folder,
-        accessing_user="bench",
-        embedding_provider="hashing",
-        embedding_dims=384,
-        llm_provider="heuristic",
-        smriti_shared=False,
-    )
-    memory = Memory.open(settings)
-    context = memory.context
-    recall = build_recall_pipeline(reinforce=False)
-    shape = no_op_shape(recall)
-    request = {
-        "query": QUERY,
-        "limit": 5,
-        "mode": "recall",
-        "memory_type": None,
-        "explain": False,
-        "include_superseded": False,
-        "checked": True,
-    }
-    # past the texts the store was filled with (fill's seed): new to it
-    fresh = make_texts(data_dir(), memories - 1, seed=7, extra=2 * (calls + BLOCK)).extra
-    graphs = {"recall": recall.graph, "store": store_pipeline.graph, "shape": shape.graph}
-    work = {
-        "recall": (recall, lambda n: request),
-        # new texts, one per call and executor (the same text twice would end at dedupe)
-        "store": (store_pipeline, lambda n: {"content": fresh[n], "source": "bench"}),
-        "shape": (shape, lambda n: {"query": QUERY, "mode": "recall"}),
-    }
-    samples: dict[str, dict[str, list[float]]] = {name: {"runner": [], "langgraph": []} for name in work}
-    # Alternated in blocks of BLOCK calls (the first block of each not counted: warm-up), so that
-    # what one executor leaves running (LangGraph's threads) is not charged to the other's call.
-    for block in range(calls // BLOCK + 1):
-        for name, (pipeline, payload) in work.items():
-            order = ("runner", "langgraph") if block % 2 else ("langgraph", "runner")
-            for executor in order:
-                for n in range(block * BLOCK, (block + 1) * BLOCK):
-                    started = time.perf_counter()
-                    if executor == "runner":
-                        runner.invoke(pipeline, payload(n), context)
-                    else:
-                        graphs[name].invoke(payload(n + calls + BLOCK), context=context)
-                    if block:
-                        samples[name][executor].append(time.perf_counter() - started)
-    memory.close()
-    return {name: {k: median_ms(v) for k, v in by.items()} for name, by in samples.items()}
+    def __init__(self, name: str, source: Path | None, storage: Path, dims: int, errlog: Any) -> None:
+        self.name = name
+        env = server_env(storage, dims, "bench", None)
+        env.update(SMRITI_SHARED="true", SHARED_IDLE_TIMEOUT="900")
+        if source is not None:
+            env["PYTHONPATH"] = str(source / "src")
+        else:
+            env.pop("PYTHONPATH", None)
+        self.env = env
+        self.storage = storage
+        self.errlog = errlog
+        self.pipe: Pipe | None = None
+        self.pid = 0
+
+    def server_pid(self) -> int:
+        from smriti.config import Settings
+        from smriti.server.shared.client import read_state, shared_paths
+
+        paths = shared_paths(Settings(storage_location=self.storage, accessing_user="bench"))
+        state = read_state(paths)
+        if not state:
+            raise SystemExit(f"{self.name}: no shared server state in {paths.state}")
+        return int(state["pid"])
+
+    def open(self) -> None:
+        self.pipe = Pipe(script("smriti-mcp"), self.env, self.errlog)
+        self.pipe.handshake()
+        self.call("smriti_recall", {"query": QUESTIONS[0], "limit": 10})  # warm (untimed)
+        self.pid = self.server_pid()
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> float:
+        """Wall seconds of one tool call."""
+        assert self.pipe is not None
+        started = time.perf_counter()
+        self.pipe.request("tools/call", {"name": tool, "arguments": arguments})
+        return time.perf_counter() - started
+
+    def cpu(self) -> float:
+        return process_cpu(self.pid)
+
+    def close(self) -> None:
+        if self.pipe is not None:
+            self.pipe.close()
+        stop_shared(self.env)
 
 
-def no_op_shape(recall: Any) -> Any:
-    """Recall's shape (nodes, edges, joins, routes, schemas) with every node a no-op."""
-    from smriti.pipelines.pipeline import Pipeline
+def per_call(sides: dict[str, Side], calls: int, texts: list[str]) -> dict[str, dict[str, Any]]:
+    wall: dict[str, dict[str, list[float]]] = {kind: {s: [] for s in sides} for kind in ("recall", "store")}
+    cpu: dict[str, dict[str, float]] = {kind: dict.fromkeys(sides, 0.0) for kind in ("recall", "store")}
+    for side in sides.values():
+        side.open()
+    for n in range(calls):
+        order = list(sides) if n % 2 == 0 else list(reversed(sides))
+        for kind in ("recall", "store"):
+            for name in order:
+                side = sides[name]
+                before = side.cpu()
+                if kind == "recall":
+                    seconds = side.call(
+                        "smriti_recall", {"query": QUESTIONS[n % len(QUESTIONS)], "limit": 10}
+                    )
+                else:
+                    seconds = side.call("smriti_store", {"content": texts[n], "source": "bench"})
+                cpu[kind][name] += side.cpu() - before
+                wall[kind][name].append(seconds)
+        if n % 10 == 9:
+            log(f"{n + 1} calls of each")
+    out: dict[str, dict[str, Any]] = {}
+    for kind in ("recall", "store"):
+        out[kind] = {
+            name: {
+                "wall_p50_ms": round(statistics.median(wall[kind][name]) * 1000, 2),
+                "cpu_mean_ms": round(cpu[kind][name] / calls * 1000, 2),
+            }
+            for name in sides
+        }
+    return out
 
-    shape = Pipeline("shape", recall.state_schema, input_schema=recall.input_schema)
-    for name in recall.nodes:
-        shape.add_node(name, _no_op(name))
-    shape.edges, shape.joins, shape.branches = list(recall.edges), list(recall.joins), dict(recall.branches)
-    return shape
 
-
-def _no_op(name: str) -> Any:
-    def node(state: Any, runtime: Any) -> dict[str, Any]:
-        return {"trace": [{"node": name}]}
-
-    return node
-
-
-def cold_start(folder: Path, spawns: int) -> dict[str, list[float]]:
-    script = CHILD % {"query": QUERY}
-    times: dict[str, list[float]] = {"runner": [], "langgraph": []}
+def cold_start(sides: dict[str, Side], spawns: int) -> dict[str, dict[str, list[float]]]:
+    times: dict[str, dict[str, list[float]]] = {name: {"wall": [], "cpu": []} for name in sides}
     for n in range(spawns):
-        for mode in ("runner", "langgraph") if n % 2 == 0 else ("langgraph", "runner"):
-            started = time.perf_counter()
-            child = subprocess.Popen(
-                [sys.executable, "-c", script, mode, str(folder)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
+        for name in SIDES if n % 2 == 0 else tuple(reversed(SIDES)):
+            side = sides[name]
+            stop_shared(side.env)
+            pipe = Pipe(script("smriti-mcp"), side.env, side.errlog)
+            pipe.handshake()
+            answered = pipe.request(
+                "tools/call", {"name": "smriti_recall", "arguments": {"query": QUESTIONS[0]}}
             )
-            assert child.stdout is not None
-            line = child.stdout.readline()
-            answered = time.perf_counter() - started
-            child.wait(timeout=60)
-            if line.strip() != "answered":
-                raise SystemExit(f"the {mode} child failed (exit {child.returncode})")
-            times[mode].append(answered)
-            print(f"cold start {mode}: {answered:.2f} s", file=sys.stderr)
+            cpu = process_cpu(side.server_pid())
+            pipe.close()
+            times[name]["wall"].append(answered)
+            times[name]["cpu"].append(cpu)
+            log(f"cold start {name}: {answered:.2f} s, server CPU {cpu:.2f} s")
+    for side in sides.values():
+        stop_shared(side.env)
     return times
 
 
-def main() -> None:
+def imports(sides: dict[str, Side], count: int, rounds: int, work: Path) -> dict[str, dict[str, list[float]]]:
+    corpus = make_texts(data_dir(), count, seed=11)
+    source = work / "import.txt"
+    source.write_text("\n\n".join(text.replace("\n\n", "\n") for text in corpus.texts) + "\n")
+    results: dict[str, dict[str, list[float]]] = {name: {"wall": [], "cpu": []} for name in sides}
+    for n in range(rounds):
+        for name in SIDES if n % 2 == 0 else tuple(reversed(SIDES)):
+            folder = work / f"import-{name}-{n}"
+            env = {**sides[name].env, "STORAGE_LOCATION": str(folder), "SMRITI_SHARED": "false"}
+            started = time.perf_counter()
+            child = subprocess.Popen(
+                [*script("smriti"), "import", str(source), "--from", "text"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=sides[name].errlog,
+            )
+            _, status, usage = os.wait4(child.pid, 0)
+            seconds = time.perf_counter() - started
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise SystemExit(f"the {name} import failed")
+            results[name]["wall"].append(seconds)
+            results[name]["cpu"].append(usage.ru_utime + usage.ru_stime)
+            log(f"import {name}: {seconds:.1f} s, CPU {usage.ru_utime + usage.ru_stime:.1f} s")
+            shutil.rmtree(folder, ignore_errors=True)
+    return results
+
+
+def _row(label: str, runner: float, graphs: float, unit: str) -> str:
+    change = (graphs / runner - 1) * 100 if runner else float("nan")
+    return f"| {label} | {runner:.2f} {unit} | {graphs:.2f} {unit} | {change:+.1f} % |"
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--memories", type=int, default=300)
-    parser.add_argument("--calls", type=int, default=40)
-    parser.add_argument("--spawns", type=int, default=5)
-    parser.add_argument("--store", type=Path, help="keep the filled store here (reused when present)")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="smriti-executor-") as work:
-        folder = args.store or Path(work)
-        if not (folder / "bench").is_dir():
-            print(f"filling {args.memories} memories", file=sys.stderr)
-            fill(folder, args.memories)
-        calls = per_call(folder, args.calls, args.memories)
-        cold = cold_start(folder, args.spawns)
-    print("| measure | runner | LangGraph | LangGraph / runner |")
+    parser.add_argument("--before", type=Path, required=True, help="the runner's checkout (its src is used)")
+    parser.add_argument("--size", type=int, default=10_000)
+    parser.add_argument("--dims", type=int, default=384)
+    parser.add_argument("--calls", type=int, default=60)
+    parser.add_argument("--spawns", type=int, default=6)
+    parser.add_argument("--imports", type=int, default=1000, help="memories per import")
+    parser.add_argument("--import-rounds", type=int, default=2)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+
+    storage, _ = prepare(args.size, args.dims)
+    report: dict[str, Any] = {"size": args.size, "dims": args.dims, "loads": [os.getloadavg()[0]]}
+    with tempfile.TemporaryDirectory(prefix="smriti-executor-ab-") as temporary:
+        work = Path(temporary)
+        errlog = (work / "stderr.log").open("a")
+        sides: dict[str, Side] = {}
+        for name, source in (("runner", args.before), ("graphs", None)):
+            copy = work / f"store-{name}"
+            shutil.copytree(storage, copy)
+            sides[name] = Side(name, source, copy, args.dims, errlog)
+        fresh = make_texts(data_dir(), args.size, extra=args.calls).extra
+        try:
+            log(f"per call: {args.calls} recalls and stores on each side, alternated")
+            report["per_call"] = per_call(sides, args.calls, fresh)
+            report["loads"].append(os.getloadavg()[0])
+            for side in sides.values():
+                side.close()
+            log("cold starts")
+            report["cold"] = cold_start(sides, args.spawns)
+            report["loads"].append(os.getloadavg()[0])
+            if args.imports:
+                log(f"imports of {args.imports}")
+                report["import"] = imports(sides, args.imports, args.import_rounds, work)
+                report["loads"].append(os.getloadavg()[0])
+        finally:
+            for side in sides.values():
+                stop_shared(side.env)
+            errlog.close()
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    print("| measure | runner (before) | compiled graphs | change |")
     print("|---|---:|---:|---:|")
-    for name, by in calls.items():
-        ratio = by["langgraph"] / by["runner"] if by["runner"] else float("nan")
-        print(f"| {name}, per call, median ms | {by['runner']} | {by['langgraph']} | {ratio:.1f}x |")
-    runner_s, graph_s = (statistics.median(cold[k]) for k in ("runner", "langgraph"))
-    print(f"| spawn to first recall, median s | {runner_s:.2f} | {graph_s:.2f} | {graph_s / runner_s:.2f}x |")
-    ranges = {k: f"{min(v):.2f}-{max(v):.2f}" for k, v in cold.items()}
-    print(f"\ncold start ranges: runner {ranges['runner']} s, LangGraph {ranges['langgraph']} s")
+    for kind in ("recall", "store"):
+        by = report["per_call"][kind]
+        print(
+            _row(
+                f"{kind} at {args.size}, p50 wall",
+                by["runner"]["wall_p50_ms"],
+                by["graphs"]["wall_p50_ms"],
+                "ms",
+            )
+        )
+        print(
+            _row(
+                f"{kind} at {args.size}, server CPU per call",
+                by["runner"]["cpu_mean_ms"],
+                by["graphs"]["cpu_mean_ms"],
+                "ms",
+            )
+        )
+    cold = report["cold"]
+    for measure, label in (
+        ("wall", "spawn to first recall, median wall"),
+        ("cpu", "server CPU to first recall, median"),
+    ):
+        before, after = (statistics.median(cold[name][measure]) for name in SIDES)
+        print(_row(label, before, after, "s"))
+    if "import" in report:
+        for measure, label in (("wall", "wall"), ("cpu", "CPU")):
+            before, after = (statistics.median(report["import"][name][measure]) for name in SIDES)
+            print(_row(f"import of {args.imports} (--from text), {label}", before, after, "s"))
+    print(f"\nload (1 min) at the start and after each part: {[round(x, 1) for x in report['loads']]}")
+    ranges = {name: f"{min(v['wall']):.2f}-{max(v['wall']):.2f}" for name, v in cold.items()}
+    print(f"cold start ranges (wall): runner {ranges['runner']} s, compiled graphs {ranges['graphs']} s")
+    return report
 
 
 if __name__ == "__main__":

@@ -93,13 +93,12 @@ class Capture:
     def __call__(self, folder, user, embedder, now, keys_of, questions, variants, record, **_: Any) -> None:
         from smriti.nodes.candidates import SIGNALS
         from smriti.nodes.learned import fusion_features, shipped_model
-        from smriti.pipelines.runner import invoke
 
         pipeline = gather_pipeline()
         k = shipped_model().k
         with open_memory(folder, user, embedder, now) as memory:
             for question in questions:
-                state = invoke(pipeline, {"query": question.text, "limit": 10}, memory.context)
+                state = pipeline.graph.invoke({"query": question.text, "limit": 10}, context=memory.context)
                 relevant = relevant_keys(question)
                 rows, labels = [], []
                 for candidate in state.get("candidates", []):

@@ -164,15 +164,17 @@ def results_frame(result: dict[str, Any], width: int = 60) -> pd.DataFrame:
 
 
 def step_through(graph: Any, payload: dict[str, Any], memory: Memory) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Run ``graph`` one node at a time: yields ``(node, trace_entry)`` as each step finishes.
+    """Run ``graph`` a node at a time: yields ``(step, trace_entry)`` for each step as its node finishes.
 
-    Uses ``stream(stream_mode="updates")``; parallel branches (the recall graph's cue,
-    vector and full-text searches) arrive as separate steps.
+    Uses ``stream(stream_mode="updates")``. The production graphs run in stages (a node runs
+    several steps in order, ``smriti.pipelines.stages``): each update's ``trace`` has an entry per
+    step, named after the step. Parallel branches (the recall graph's cue, vector and full-text
+    searches) arrive as separate nodes.
     """
     for chunk in graph.stream(payload, context=memory.context, stream_mode="updates"):
-        for node, update in chunk.items():
+        for update in chunk.values():
             for entry in (update or {}).get("trace", []):
-                yield node, entry
+                yield entry["node"], entry
 
 
 def states_frame(memory: Memory) -> pd.DataFrame:

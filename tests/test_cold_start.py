@@ -19,13 +19,11 @@ from smriti.providers import dictionaries
 from smriti.providers.dictionaries import CachedDictionaries
 
 # Modules a cold shared server on SQLite with the offline providers must not import before its
-# first recall: WebSockets (no MCP transport uses them), LangGraph/LangSmith (the pipelines run on
-# Smriti's own runner), Leiden clustering (consolidation only), the other backends, the
-# OpenAI client and MiniLM's model libraries (other providers).
+# first recall: Leiden clustering (consolidation only), the other backends, the OpenAI client and
+# MiniLM's model libraries (other providers). (LangGraph is on it since issue 43, imported in a
+# background thread from the server's start: the calls run its compiled graphs; it brings
+# LangSmith's schemas, through langchain_core's tracers, and WebSockets, through langgraph_sdk.)
 NOT_ON_THE_COLD_PATH = (
-    "websockets",
-    "langgraph",
-    "langsmith",
     "igraph",
     "leidenalg",
     "kuzu",

@@ -53,13 +53,15 @@ def test_the_shipped_model_reads_every_feature_it_was_fitted_on(make_context):
 
 def test_explain_shows_the_learned_fusion_s_contributions(make_context):
     from smriti.pipelines.recall import recall_pipeline
-    from smriti.pipelines.runner import invoke
+    from smriti.pipelines.stages import run as invoke
     from smriti.pipelines.store import store_pipeline
 
     context = make_context(fusion="learned")
     for note in ["Dana leads the payments team", "Omar manages the search team", "Payments ship on Fridays"]:
-        invoke(store_pipeline, {"content": note}, context)
-    result = invoke(recall_pipeline, {"query": "who leads payments", "explain": True}, context)["result"]
+        invoke(store_pipeline.graph, {"content": note}, context)
+    result = invoke(recall_pipeline.graph, {"query": "who leads payments", "explain": True}, context)[
+        "result"
+    ]
     top = result["results"][0]
     assert top["text"] == "Dana leads the payments team"
     parts = {k: v for k, v in top["components"].items() if k.startswith("fusion_")}

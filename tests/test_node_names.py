@@ -7,11 +7,12 @@ from __future__ import annotations
 import inspect
 from collections import Counter
 
-from smriti.pipelines.consolidate import consolidate_pipeline
+from smriti.pipelines.consolidate import consolidate_steps
 from smriti.pipelines.recall import build_recall_pipeline
-from smriti.pipelines.store import store_pipeline
+from smriti.pipelines.store import store_steps
 
-PIPELINES = [store_pipeline, build_recall_pipeline(), consolidate_pipeline]
+# The pipelines step by step (production runs them in stages: each stage's steps in order).
+PIPELINES = [store_steps, build_recall_pipeline(), consolidate_steps]
 
 
 def test_every_node_is_named_after_its_function():

@@ -11,7 +11,6 @@ import pytest
 from smriti.errors import InvalidInput
 from smriti.memory import Memory
 from smriti.nodes.state import RecallInput, StoreInput
-from smriti.pipelines import runner
 from smriti.pipelines.recall import recall_pipeline
 from smriti.pipelines.store import store_pipeline
 from smriti.validators import checked_input
@@ -39,20 +38,24 @@ def test_the_compiled_recall_graph_validates_a_request_that_says_it_was_checked(
         recall_graph.invoke(request, context=memory.context)
 
 
-def test_the_direct_runner_validates_it_too(memory):
+def test_production_s_graph_in_stages_validates_it_too(memory):
     with pytest.raises(InvalidInput, match="limit"):
-        runner.invoke(recall_pipeline, {"query": "billing", "limit": 25, "checked": True}, memory.context)
+        recall_pipeline.graph.invoke(
+            {"query": "billing", "limit": 25, "checked": True}, context=memory.context
+        )
     before = memory.stats()["engrams"]
     with pytest.raises(InvalidInput):
-        runner.invoke(store_pipeline, {"content": "   ", "checked": True}, memory.context)
+        store_pipeline.graph.invoke({"content": "   ", "checked": True}, context=memory.context)
     assert memory.stats()["engrams"] == before == 30  # nothing was stored
 
 
 def test_an_entry_point_that_checked_the_request_is_trusted_for_that_run_only(memory):
     with checked_input():  # as Memory does for a request it checked: limit 0 is its rehearsal's
-        output = runner.invoke(
-            recall_pipeline, {"query": "billing", "limit": 0, "mode": "recall"}, memory.context
+        output = recall_pipeline.graph.invoke(
+            {"query": "billing", "limit": 0, "mode": "recall"}, context=memory.context
         )
     assert output["result"]["total_results"] == 0
     with pytest.raises(InvalidInput, match="limit"):  # the mark does not outlive that run
-        runner.invoke(recall_pipeline, {"query": "billing", "limit": 0, "mode": "recall"}, memory.context)
+        recall_pipeline.graph.invoke(
+            {"query": "billing", "limit": 0, "mode": "recall"}, context=memory.context
+        )

@@ -5,7 +5,7 @@ random ids alone: that was a coin toss per store, which reinforcement then ampli
 from __future__ import annotations
 
 from smriti.pipelines.recall import recall_pipeline
-from smriti.pipelines.runner import invoke
+from smriti.pipelines.stages import run as invoke
 from smriti.pipelines.store import store_pipeline
 
 # Near-duplicates and shared words make ties: the same words in another order score alike.
@@ -27,11 +27,11 @@ QUESTIONS = ["who leads payments", "when does the team ship", "what does search 
 def _rankings(make_context, user: str) -> list[list[str]]:
     context = make_context(user=user)
     for note in NOTES:
-        invoke(store_pipeline, {"content": note}, context)
+        invoke(store_pipeline.graph, {"content": note}, context)
     answers = []
     for _ in range(3):  # reinforcement between the rounds must not make the stores drift apart
         for question in QUESTIONS:
-            result = invoke(recall_pipeline, {"query": question, "limit": 10}, context)["result"]
+            result = invoke(recall_pipeline.graph, {"query": question, "limit": 10}, context)["result"]
             answers.append([r["text"] for r in result["results"]])
     return answers
 

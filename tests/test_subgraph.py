@@ -115,7 +115,8 @@ def test_subgraph_steps_stream_through_the_parent(make_context):
         subgraphs=True,
     ):
         seen.extend((namespace[0].split(":")[0] if namespace else "", node) for node in chunk)
-    assert ("store", "embed") in seen and ("recall", "vector_search") in seen and ("", "answer") in seen
+    # The subgraphs are production's, in stages (a stage runs several steps: pipelines/stages.py).
+    assert ("store", "encode") in seen and ("recall", "vector_search") in seen and ("", "answer") in seen
 
 
 def test_invalid_input_in_a_subgraph_fails_the_parent_run(make_context):

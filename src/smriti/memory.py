@@ -2,8 +2,8 @@
 
 The MCP server, the CLI, notebooks and LangGraph integrations all go through this class,
 so they share one behaviour. Each method is one pipeline run (or one store call for the
-trivial ones); the pipelines' LangGraph graphs stay available as ``memory.store_graph`` etc.
-for step-by-step inspection and for embedding as subgraphs.
+trivial ones) of the pipeline's compiled LangGraph graph, available as ``memory.store_graph``
+etc. for streaming and for embedding as subgraphs.
 """
 
 from __future__ import annotations
@@ -45,16 +45,14 @@ def run_pipeline(
     context: MemoryContext,
     on_step: Callable[[str], None] | None = None,
 ) -> Any:
-    """Run ``pipeline`` on ``payload``, a request already checked with ``validators.check_store``
-    or ``check_recall`` (:func:`~smriti.validators.checked_input`): by the direct runner
-    (``pipelines/runner.py``: the same nodes, reducers and trace as its LangGraph graph, without
-    importing LangGraph or its per-step checkpoint and channel bookkeeping), or through the
-    compiled graph where the runner's gate refuses the pipeline or LangSmith tracing is on.
-    ``on_step(node)``: as each step lands."""
-    from smriti.pipelines.runner import invoke
+    """Run ``pipeline``'s compiled LangGraph graph (compiled once per process) on ``payload``, a
+    request already checked with ``validators.check_store`` or ``check_recall``
+    (:func:`~smriti.validators.checked_input`). ``on_step(step)``: as each step finishes (the
+    run is then streamed; ``pipelines/stages.py``)."""
+    from smriti.pipelines.stages import run
 
     with checked_input():
-        return invoke(pipeline, payload, context, on_step=on_step)
+        return run(pipeline.graph, payload, context, on_step)
 
 
 class Memory(MemoryFacade):
@@ -74,12 +72,12 @@ class Memory(MemoryFacade):
         self._rehearsal = threading.Lock()
         self._closed = False
 
-    # The pipelines are imported at first use, and their LangGraph graphs compiled only when
-    # asked for (``store_graph`` etc.): LangGraph takes ~0.8 s to import, which neither a command
-    # that runs no pipeline (import, export, stats) nor a server's first recall need wait for.
+    # The pipelines are imported, and their LangGraph graphs compiled, at first use: LangGraph
+    # takes ~0.5 s to import, which a command that runs no pipeline (import, export, stats) need
+    # not wait for. A server starts it in the background at once (pipelines/graphs.py).
     def load_pipelines(self) -> None:
-        """Import the store and recall pipelines now (a server does, so its first call need not)."""
-        _ = self._recall_pipeline, self._store_pipeline  # recall: a first call's likeliest
+        """Compile the recall and store graphs now (a server does, so its first call need not)."""
+        _ = self._recall_pipeline.graph, self._store_pipeline.graph  # recall: a first call's likeliest
 
     def warm(self) -> None:
         """Load the store's caches (the vector matrix or graph, the cue cache) and the word
@@ -142,7 +140,8 @@ class Memory(MemoryFacade):
 
         return recall_pipeline
 
-    # The LangGraph graphs of the pipelines, for stepping through them and embedding them.
+    # The compiled LangGraph graphs every call runs (in stages: ``pipelines/stages.py``), for
+    # streaming them and embedding them; ``build_recall_graph()`` etc. step by step.
     @property
     def store_graph(self) -> Any:
         return self._store_pipeline.graph
@@ -156,6 +155,15 @@ class Memory(MemoryFacade):
         from smriti.pipelines.consolidate import consolidate_pipeline
 
         return consolidate_pipeline.graph
+
+    def executor(self) -> dict[str, str]:
+        """The class of each pipeline's compiled graph, for those compiled so far (a server's
+        status shows it: ``langgraph.graph.state.CompiledStateGraph``)."""
+        from smriti.pipelines.consolidate import consolidate_pipeline
+        from smriti.pipelines.stages import compiled
+
+        pipelines = {"store": self._store_pipeline, "recall": self._recall_pipeline}
+        return compiled({**pipelines, "consolidate": consolidate_pipeline})
 
     @classmethod
     def open(
@@ -179,9 +187,15 @@ class Memory(MemoryFacade):
         return self.context.settings
 
     # ------------------------------------------------------------------------- writes
-    def store_checked(self, request: StoreRequest, created_at: datetime | None = None) -> dict[str, Any]:
+    def store_checked(
+        self,
+        request: StoreRequest,
+        created_at: datetime | None = None,
+        on_step: Callable[[str], None] | None = None,
+    ) -> dict[str, Any]:
         """:meth:`store` for a request its caller already checked with ``validators.check_store``
-        (the MCP tools and the CLI do, where the request enters): the rules are not applied again."""
+        (the MCP tools and the CLI do, where the request enters): the rules are not applied again.
+        ``on_step(step)`` is called as each step finishes (the MCP server's progress)."""
         payload: dict[str, Any] = dict(request)
         if created_at is not None:
             payload["created_at"] = created_at.isoformat()
@@ -192,7 +206,7 @@ class Memory(MemoryFacade):
         # failure anywhere drops all of it, and a killed process or database leaves the whole
         # memory or none.
         with self.context.write_lock, self.context.store.write_batch():
-            output = run_pipeline(self._store_pipeline, payload, self.context)
+            output = run_pipeline(self._store_pipeline, payload, self.context, on_step)
         if self._worker is not None:
             self._worker.touch()
             self._worker.notify()
@@ -303,12 +317,15 @@ class Memory(MemoryFacade):
         return {**final.get("report", {}), "trace": final.get("trace", [])}
 
     # ------------------------------------------------------------------------- reads
-    def recall_checked(self, request: RecallRequest) -> dict[str, Any]:
+    def recall_checked(
+        self, request: RecallRequest, on_step: Callable[[str], None] | None = None
+    ) -> dict[str, Any]:
         """:meth:`recall` for a request its caller already checked with ``validators.check_recall``
-        (the MCP tools and the CLI do, where the request enters): the rules are not applied again."""
+        (the MCP tools and the CLI do, where the request enters): the rules are not applied again.
+        ``on_step(step)`` is called as each step finishes (the MCP server's progress)."""
         self._touch()
         self._recalled = True
-        output = run_pipeline(self._recall_pipeline, dict(request), self.context)
+        output = run_pipeline(self._recall_pipeline, dict(request), self.context, on_step)
         self._touch()
         result = output["result"]
         if request["explain"]:

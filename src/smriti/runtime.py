@@ -182,6 +182,7 @@ def describe_status(runtime: Runtime) -> dict[str, Any]:
         "embedding_dims": settings.embedding_dims,
         "consolidation_interval": settings.consolidation_interval,
         "backup": runtime.backup_status(),
+        "executor": runtime.memory.executor(),
     }
 
 

@@ -57,7 +57,7 @@ _input_checked: ContextVar[bool] = ContextVar("smriti_input_checked", default=Fa
 def checked_input() -> Iterator[None]:
     """Run a pipeline on a request checked with :func:`check_store` or :func:`check_recall`
     where it entered: its validate step does not apply the rules again. Context variables reach
-    the nodes on the direct runner and through LangGraph, which copy the caller's context."""
+    the nodes through LangGraph, which runs them in a copy of the caller's context."""
     token = _input_checked.set(True)
     try:
         yield

@@ -188,7 +188,7 @@ def settings_markdown() -> str:
 _OTHER_VARIABLES = [
     "- `SMRITI_TOKEN`: the CLI's bearer token for `--server URL` (cli/remote.py).",
     "- `LANGSMITH_TRACING`, `LANGCHAIN_TRACING_V2` (and their other spellings): LangSmith tracing;",
-    "  a traced run goes through LangGraph (pipelines/runner.py).",
+    "  LangGraph records every pipeline run there when it is on (docs/executor.md).",
     "- `GIT_SSH_COMMAND`: how git reaches a backup remote over ssh (default `ssh -o BatchMode=yes`).",
 ]
 

@@ -87,7 +87,6 @@ from smriti.integrations.store_index import (
 )
 from smriti.integrations.store_items import Entry, ItemMeta, vector_key
 from smriti.integrations.store_ttl import Sweeper, expiry, is_expired
-from smriti.pipelines.runner import invoke
 
 if TYPE_CHECKING:
     from smriti.memory import Memory
@@ -302,15 +301,14 @@ class SmritiStore(BaseStore):
         label = "/".join(namespace).replace(",", " ")
         entries = self._meta.entries(namespace)
         previous = entries.get(key)
-        output = invoke(
-            self._store_pipeline,
+        output = self._store_pipeline.graph.invoke(
             {
                 "content": content,
                 "importance": self.importance,
                 "tags": f"{STORE_TAG},ns:{label}",
                 "source": source_of(namespace, key),
             },
-            self._write_context,
+            context=self._write_context,
         )
         now = self._now()
         if previous is not None and previous["id"] != output["id"]:
@@ -420,11 +418,11 @@ class SmritiStore(BaseStore):
 
     def _recall_page(self, op: SearchOp, now: datetime) -> list[tuple[SearchItem, str]]:
         """Rank by Smriti's recall score; keep the prefix's live items that pass the filter."""
-        from smriti.pipelines.recall import build_recall_pipeline
+        from smriti.pipelines.recall import build_recall_stages
 
         if self._recall_pipeline is None:
             # Without its reinforce step: only the page returned is reinforced (by _search).
-            self._recall_pipeline = build_recall_pipeline(reinforce=False)
+            self._recall_pipeline = build_recall_stages(reinforce=False)
         context = self.memory.context
         pool = max((op.offset + op.limit) * _OVERSAMPLE, _MIN_POOL)
         search_context = dataclasses.replace(
@@ -438,7 +436,7 @@ class SmritiStore(BaseStore):
         )
         # Items are values under keys, not facts that correct each other: none is hidden.
         query = {"query": op.query, "limit": pool, "include_superseded": True}
-        output = invoke(self._recall_pipeline, query, search_context)
+        output = self._recall_pipeline.graph.invoke(query, context=search_context)
         prefix = tuple(op.namespace_prefix)
         entries_cache: dict[tuple[str, ...], dict[str, Entry]] = {}
         kept: list[tuple[SearchItem, str]] = []

@@ -1,1 +1,1 @@
-"""The three pipelines (store, recall, consolidate), their runner and their shared context."""
+"""The three pipelines (store, recall, consolidate), their stages and their shared context."""

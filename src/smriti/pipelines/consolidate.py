@@ -25,15 +25,25 @@ from smriti.nodes.index import manage_indexes
 from smriti.nodes.repair import repair
 from smriti.nodes.state import ConsolidateInput, ConsolidateOutput, ConsolidateState, MemoryContext
 from smriti.pipelines.pipeline import END, START, Pipeline
+from smriti.pipelines.stages import coarsen
 
 _NODES = [repair, decay, prune, strengthen, orphans, recluster, manage_indexes]
 STEPS = [node.__name__ for node in _NODES]
 
 
+# The stages production runs (stages.py): repair, the decay pass, reclustering, the indexes.
+STAGES: dict[str, list[str]] = {
+    "repair": ["repair"],
+    "decay": ["decay", "prune", "strengthen", "orphans"],
+    "recluster": ["recluster"],
+    "indexes": ["manage_indexes"],
+}
+
+
 def build_consolidate_pipeline() -> Pipeline:
-    """The consolidate pipeline: a chain of :data:`STEPS`."""
+    """The consolidate pipeline step by step: a chain of :data:`STEPS`."""
     builder = Pipeline(
-        "smriti_consolidate",
+        "smriti_consolidate_steps",
         ConsolidateState,
         context_schema=MemoryContext,
         input_schema=ConsolidateInput,
@@ -49,7 +59,7 @@ def build_consolidate_pipeline() -> Pipeline:
 
 
 def build_consolidate_graph(checkpointer: Any = None, interrupt_before: list[str] | None = None) -> Any:
-    """Compile the consolidate graph (imports LangGraph); pass a checkpointer and
+    """Compile the consolidate graph step by step (imports LangGraph); pass a checkpointer and
     ``interrupt_before`` to step through it.
 
     Args:
@@ -62,14 +72,20 @@ def build_consolidate_graph(checkpointer: Any = None, interrupt_before: list[str
     unknown = sorted(set(interrupt_before or []) - set(STEPS))
     if unknown:
         raise ValueError(f"unknown consolidate step(s) {unknown}; steps are {STEPS}")
-    return consolidate_pipeline.compile(checkpointer, interrupt_before)
+    return consolidate_steps.compile(checkpointer, interrupt_before)
 
 
-consolidate_pipeline = build_consolidate_pipeline()
+def build_consolidate_stages() -> Pipeline:
+    """The consolidate pipeline in :data:`STAGES`, what production runs."""
+    return coarsen(build_consolidate_pipeline(), "smriti_consolidate", STAGES)
+
+
+consolidate_steps = build_consolidate_pipeline()  # one node per step (docs, notebooks)
+consolidate_pipeline = coarsen(consolidate_steps, "smriti_consolidate", STAGES)  # production's: in stages
 
 
 def __getattr__(name: str) -> Any:
-    # ``consolidate_graph``, the compiled graph, is made at first use: LangGraph's import is ~0.8 s.
+    # ``consolidate_graph``, production's compiled graph, is made at first use (LangGraph's import).
     if name == "consolidate_graph":
         return consolidate_pipeline.graph
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,7 @@ drawn by hand, and written between markers in a page::
 ``python -m smriti.pipelines.diagram docs/*.md`` rewrites the blocks; ``--check`` exits 1 when a
 page differs from what the code gives (``make docs`` and ``tests/test_docs.py`` run it), so a
 step added, renamed or moved cannot leave the docs behind. No LangGraph import: the diagram is
-of the pipeline the direct runner and ``compile()`` both read.
+of the pipelines step by step, whose steps production's stages run in order (``stages.py``).
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from pathlib import Path
 
 from smriti.pipelines.pipeline import END, START, Pipeline
 
-# The pipelines the docs show: name -> (module, the module's pipeline attribute).
+# The pipelines the docs show, step by step: name -> (module, the module's pipeline attribute).
 PIPELINES = {
-    "store": ("smriti.pipelines.store", "store_pipeline"),
-    "recall": ("smriti.pipelines.recall", "recall_pipeline"),
-    "consolidate": ("smriti.pipelines.consolidate", "consolidate_pipeline"),
+    "store": ("smriti.pipelines.store", "store_steps"),
+    "recall": ("smriti.pipelines.recall", "recall_steps"),
+    "consolidate": ("smriti.pipelines.consolidate", "consolidate_steps"),
 }
 # Mermaid ids: "end" is a keyword of flowcharts, so the exit gets another id.
 _TERMINALS = {START: "start([start])", END: "finish([end])"}

@@ -1,29 +1,24 @@
 """A pipeline's shape (its steps, edges, routes and state schemas), written without LangGraph.
 
 The store, recall and consolidate pipelines are built on :class:`Pipeline`, whose methods are
-LangGraph's ``StateGraph``'s (``add_node``, ``add_edge``, ``add_conditional_edges``). Two things
-run one:
+LangGraph's ``StateGraph``'s (``add_node``, ``add_edge``, ``add_conditional_edges``), and
+:meth:`Pipeline.compile` builds the ``StateGraph`` it describes, node for node and edge for
+edge. Each pipeline is described twice from one list of steps: step by step (one node per step
+function: for stepping through it in a notebook, with a checkpointer and ``interrupt_before``),
+and in stages (``stages.py``: consecutive steps folded into one node each), which is what every
+production call runs, compiled once per process (:attr:`Pipeline.graph`). docs/executor.md
+tells why.
 
-* :meth:`Pipeline.compile` builds the LangGraph graph it describes, node for node and edge for
-  edge: the graph for stepping through a pipeline (checkpointer, ``interrupt_before``,
-  ``stream``), embedding it as a subgraph, and LangSmith tracing. ``memory.recall_graph`` and
-  the modules' ``recall_graph``, ``store_graph`` and ``consolidate_graph`` are these, compiled
-  at first use.
-* :func:`smriti.pipelines.runner.invoke` runs the pipeline itself, with LangGraph's semantics
-  (supersteps, reducers, joins, routes, the recursion limit) and the same trace: every
-  production run (the server, the CLI, ``Memory``, the LangGraph store adapter) goes through
-  it. A pipeline whose shape leaves what the runner models (:attr:`Pipeline.refusals`,
-  ``gate.py``) runs through its compiled graph instead (docs/executor.md).
-
-Why the shape is not a ``StateGraph`` itself: importing LangGraph imports ``langchain_core``'s
-runnables and tracers and ``langsmith`` (~0.8 s on the 2-core machine), and a server's first
-recall waited for that import. Described here, a pipeline runs without LangGraph loaded, and
-LangGraph is imported by whoever asks for the compiled graph.
+Why the shape is not a ``StateGraph`` itself: importing LangGraph (with ``langchain_core``'s
+runnables) takes ~0.5 s on the 2-core machine. Described here, the pipelines are imported
+without it, and a server imports LangGraph in a background thread while its handshake, its
+store's opening and its embedder's loading go on (``server/app.py``).
 """
 
 from __future__ import annotations
 
-import functools
+import itertools
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +27,8 @@ from typing import Any
 # pipeline's edges are a StateGraph's edges as they are.
 START = "__start__"
 END = "__end__"
+
+_COMPILING = threading.Lock()
 
 Node = Callable[[Any, Any], Any]  # (state, runtime) -> the keys it changes
 Route = Callable[[Any], Any]  # state -> the next node's name (or names)
@@ -50,6 +47,11 @@ class Pipeline:
     edges: list[tuple[str, str]] = field(default_factory=list)
     joins: list[tuple[tuple[str, ...], str]] = field(default_factory=list)  # target runs once all ran
     branches: dict[str, list[tuple[Route, tuple[str, ...]]]] = field(default_factory=dict)
+    # A coarse pipeline's stages (stage node -> its steps' names) and the step-by-step pipeline it
+    # folds (``stages.coarsen``); empty and None for a step-by-step one.
+    stages: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    fine: Pipeline | None = None
+    _compiled: Any = field(default=None, init=False, repr=False)
 
     def add_node(self, name: str, node: Node) -> None:
         if name in self.nodes or name in (START, END):
@@ -88,21 +90,35 @@ class Pipeline:
                 builder.add_conditional_edges(source, route, list(ends))
         return builder.compile(checkpointer=checkpointer, interrupt_before=interrupt_before, name=self.name)
 
-    @functools.cached_property
-    def graph(self) -> Any:
-        """:meth:`compile` without a checkpointer, made once."""
-        return self.compile()
-
-    @functools.cached_property
-    def refusals(self) -> tuple[str, ...]:
-        """Why the direct runner would not run this pipeline as LangGraph does (``gate.py``);
-        empty when it would. A pipeline is described in full before its first run."""
-        from smriti.pipelines.gate import refusals
-
-        return tuple(refusals(self))
+    def stage_pipeline(self, stage: str) -> Pipeline:
+        """One stage's steps as a pipeline of their own, a chain (its ``compile()`` steps through
+        them: ``stream``, ``interrupt_before``), started from the state the stage would get."""
+        if self.fine is None or stage not in self.stages:
+            raise KeyError(f"pipeline {self.name} has no stage {stage!r}; stages: {sorted(self.stages)}")
+        steps = self.stages[stage]
+        chain = Pipeline(f"{self.name}.{stage}", self.state_schema, context_schema=self.context_schema)
+        for step in steps:
+            chain.add_node(step, self.fine.nodes[step])
+        chain.add_edge(START, steps[0])
+        for before, after in itertools.pairwise(steps):
+            chain.add_edge(before, after)
+        chain.add_edge(steps[-1], END)
+        return chain
 
     @property
-    def runs_directly(self) -> bool:
-        """The direct runner models everything this pipeline uses; otherwise it runs through
-        its compiled LangGraph graph."""
-        return not self.refusals
+    def compiled_graph(self) -> Any:
+        """:attr:`graph` if it was compiled already, else None (compiles nothing)."""
+        return self._compiled
+
+    @property
+    def graph(self) -> Any:
+        """:meth:`compile` without a checkpointer, made once per pipeline object (the modules'
+        pipelines are made once per process, so their graphs are compiled once), under a lock:
+        a server's warm-up thread and its first call may ask at once."""
+        compiled = self._compiled
+        if compiled is None:
+            with _COMPILING:
+                if self._compiled is None:
+                    self._compiled = self.compile()
+                compiled = self._compiled
+        return compiled

@@ -72,6 +72,7 @@ from smriti.nodes.search import (
 )
 from smriti.nodes.state import MemoryContext, RecallInput, RecallOutput, RecallState
 from smriti.pipelines.pipeline import END, START, Pipeline
+from smriti.pipelines.stages import coarsen
 
 DIRECT_BRANCHES = ["cue_traverse", "vector_search", "fulltext_search"]
 
@@ -89,11 +90,11 @@ def _after_current_only(state: RecallState) -> str:
 
 
 def build_recall_pipeline(*, reinforce: bool = True) -> Pipeline:
-    """The recall pipeline. ``reinforce=False`` leaves out the reinforce step, for callers that
-    keep only some of the results and reinforce those themselves (the LangGraph store pages and
-    filters them)."""
+    """The recall pipeline step by step (one node per step). ``reinforce=False`` leaves out the
+    reinforce step, for callers that keep only some of the results and reinforce those
+    themselves (the LangGraph store pages and filters them)."""
     builder = Pipeline(
-        "smriti_recall",
+        "smriti_recall_steps",
         RecallState,
         context_schema=MemoryContext,
         input_schema=RecallInput,
@@ -165,19 +166,54 @@ def build_recall_pipeline(*, reinforce: bool = True) -> Pipeline:
     return builder
 
 
+# The stages production runs (stages.py): the design card's grain. A stage's steps run in order
+# in one LangGraph node; the three direct branches stay nodes of their own, in parallel.
+STAGES: dict[str, list[str]] = {
+    "validate": ["validate_recall"],
+    "list": ["list_recent", "format_result"],
+    "vector_only": ["vector_only"],
+    "parse": ["extract_query_cues", "recognise"],
+    **{branch: [branch] for branch in DIRECT_BRANCHES},
+    "gather": ["gather"],
+    "expand": [
+        "activate",
+        "conversation_context",
+        "multi_hop",
+        "episode_context",
+        "relation_traverse",
+        "bridge",
+        "focus",
+        "rerank",
+    ],
+    "current_only": ["current_only"],
+    "refine": ["find_seed_cluster", "shortlist_candidates", "merge_duplicates", "cross_reference"],
+    "rank": ["score", "demote_superseded", "reinforce", "format_result"],
+}
+
+
+def build_recall_stages(*, reinforce: bool = True) -> Pipeline:
+    """The recall pipeline in :data:`STAGES`, what production runs (its ``fine`` is
+    :func:`build_recall_pipeline`'s)."""
+    stages = dict(STAGES)
+    if not reinforce:
+        stages["rank"] = [step for step in STAGES["rank"] if step != "reinforce"]
+    return coarsen(build_recall_pipeline(reinforce=reinforce), "smriti_recall", stages)
+
+
 def build_recall_graph(
     checkpointer: Any = None, interrupt_before: list[str] | None = None, *, reinforce: bool = True
 ) -> Any:
-    """The recall pipeline compiled into a LangGraph graph (imports LangGraph); pass a
-    checkpointer and ``interrupt_before`` to step through it."""
+    """The recall pipeline step by step, compiled into a LangGraph graph (imports LangGraph);
+    pass a checkpointer and ``interrupt_before`` (step names) to step through it."""
     return build_recall_pipeline(reinforce=reinforce).compile(checkpointer, interrupt_before)
 
 
-recall_pipeline = build_recall_pipeline()
+recall_steps = build_recall_pipeline()  # one node per step (docs, notebooks)
+recall_pipeline = coarsen(recall_steps, "smriti_recall", STAGES)  # production's: in stages
 
 
 def __getattr__(name: str) -> Any:
-    # ``recall_graph``, the compiled graph, is made at first use: LangGraph's import is ~0.8 s.
+    # ``recall_graph``, production's compiled graph, is made at first use (LangGraph's import).
     if name == "recall_graph":
         return recall_pipeline.graph
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,6 +20,7 @@ from smriti.nodes.link import associate, index_check, inherit_cluster, link_cues
 from smriti.nodes.state import MemoryContext, StoreInput, StoreOutput, StoreState
 from smriti.nodes.supersede import supersede
 from smriti.pipelines.pipeline import END, START, Pipeline
+from smriti.pipelines.stages import coarsen
 
 # The nodes in order; each is named after its function.
 _NODES = [
@@ -43,9 +44,9 @@ def _after_find_duplicate(state: StoreState) -> str:
 
 
 def build_store_pipeline() -> Pipeline:
-    """The store pipeline."""
+    """The store pipeline step by step (one node per step)."""
     builder = Pipeline(
-        "smriti_store",
+        "smriti_store_steps",
         StoreState,
         context_schema=MemoryContext,
         input_schema=StoreInput,
@@ -63,17 +64,32 @@ def build_store_pipeline() -> Pipeline:
     return builder
 
 
+# The stages production runs (stages.py): encode the text (up to the near-duplicate check,
+# which may end the run), write it, link it.
+STAGES: dict[str, list[str]] = {
+    "encode": STEPS[:4],
+    "write": STEPS[4:8],
+    "link": STEPS[8:],
+}
+
+
+def build_store_stages() -> Pipeline:
+    """The store pipeline in :data:`STAGES`, what production runs."""
+    return coarsen(build_store_pipeline(), "smriti_store", STAGES)
+
+
 def build_store_graph(checkpointer: Any = None, interrupt_before: list[str] | None = None) -> Any:
-    """The store pipeline compiled into a LangGraph graph (imports LangGraph); pass a
-    checkpointer and ``interrupt_before`` to step through it."""
+    """The store pipeline step by step, compiled into a LangGraph graph (imports LangGraph); pass
+    a checkpointer and ``interrupt_before`` (step names) to step through it."""
     return build_store_pipeline().compile(checkpointer, interrupt_before)
 
 
-store_pipeline = build_store_pipeline()
+store_steps = build_store_pipeline()  # one node per step (docs, notebooks)
+store_pipeline = coarsen(store_steps, "smriti_store", STAGES)  # production's: in stages
 
 
 def __getattr__(name: str) -> Any:
-    # ``store_graph``, the compiled graph, is made at first use: LangGraph's import is ~0.8 s.
+    # ``store_graph``, production's compiled graph, is made at first use (LangGraph's import).
     if name == "store_graph":
         return store_pipeline.graph
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -28,6 +28,7 @@ Decisions worth knowing:
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import logging
 import re
@@ -45,6 +46,7 @@ from pydantic import Field
 from smriti import __version__
 from smriti.config import Settings
 from smriti.errors import Busy, SmritiError, UserError
+from smriti.pipelines.stages import compile_in_background
 from smriti.runtime import (
     NOTHING_TO_SYNC,
     Runtime,
@@ -164,6 +166,28 @@ def public_failure(what: str, error: Exception) -> str:
     return without_paths(f"{what} failed: {detail}")
 
 
+def _progress(ctx: ToolContext) -> Callable[[str], None] | None:
+    """When the call carries a ``progressToken``: an ``on_step`` that sends each step of the
+    pipeline, as it finishes, as a progress notification (progress = steps done, message = the
+    step's name), so a client can show recall's steps as they run; None otherwise (the graph is
+    then invoked as usual). It runs in the thread of the step (the tool's worker thread, or one of
+    LangGraph's for recall's parallel branches) and waits for each notification to be sent, so
+    they arrive in order and before the result."""
+    meta = ctx.request_context.meta  # the request's ``_meta``, its wire names made Python's
+    if meta is None or meta.get("progress_token") is None:
+        return None
+    done = itertools.count(1)
+    loop = anyio.lowlevel.current_token()  # LangGraph's pool threads are not anyio's
+    one_at_a_time = threading.Lock()  # progress must grow: parallel branches take turns
+
+    def on_step(step: str) -> None:
+        with one_at_a_time:
+            report = functools.partial(ctx.report_progress, next(done), message=step)
+            anyio.from_thread.run(report, token=loop)
+
+    return on_step
+
+
 def _check[T](check: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
         return check(*args, **kwargs)
@@ -219,7 +243,7 @@ async def smriti_store(
             occurred_at=occurred_at,
             supersedes=supersedes,
         )
-        stored = await _call("store", runtime.memory.store_checked, request)
+        stored = await _call("store", runtime.memory.store_checked, request, on_step=_progress(ctx))
         payload = {key: stored[key] for key in ("id", "memory_type", "cues", "cluster_id", "deduplicated")}
         # A near-duplicate ends the store before these steps: it superseded nothing, queued nothing.
         payload["superseded"] = list(stored.get("superseded", []))
@@ -255,7 +279,7 @@ async def smriti_recall(
             explain=explain,
             include_superseded=include_superseded,
         )
-        return _result(await _call("recall", runtime.memory.recall_checked, request))
+        return _result(await _call("recall", runtime.memory.recall_checked, request, on_step=_progress(ctx)))
 
 
 async def smriti_manage(
@@ -295,7 +319,7 @@ async def _manage(
         details = await _call("sync", runtime.sync)
         message = "backup synced"
     elif action == "consolidate":
-        report = await _call("consolidate", runtime.consolidate)
+        report = await _call("consolidate", runtime.consolidate, on_step=_progress(ctx))
         details = {k: v for k, v in report.items() if k != "trace"}
         message = "consolidation finished"
         await memories_changed(ctx)
@@ -364,6 +388,9 @@ def build_server(
         ``smriti_manage``; run it with :func:`serve` or any MCP transport.
     """
 
+    # LangGraph's import and the graphs' compile, off the first call's path: while the SDK is
+    # imported, the client's handshake is awaited and the store and embedder open.
+    compile_in_background()
     opened: list[UserRuntimes] = []  # the lifespan's runtimes, for the resources (see server/resources.py)
 
     @asynccontextmanager
@@ -483,7 +510,8 @@ def _warm(runtime: Runtime) -> None:
     GIL, beside the imports, which hold it. A call that arrives meanwhile waits for the import
     in progress (Python's import lock) or the cache load (its lock), never repeats them. Then
     one rehearsal recall (:meth:`Memory.rehearse`) pays the first recall's one-time costs.
-    The pipelines run without LangGraph (``pipelines/pipeline.py``), which is not imported here.
+    The graphs are compiled by the thread :func:`build_server` started; loading the pipelines
+    here waits for that compile rather than repeating it.
     """
     caches = threading.Thread(target=_warm_caches, args=(runtime,), name="smriti-warm-caches", daemon=True)
     caches.start()
