@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import threading
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, NotRequired, Required
@@ -192,30 +191,6 @@ def run(
     if on_step is None:
         return graph.invoke(payload, context=context)
     return graph.invoke(payload, {"configurable": {ON_STEP: on_step}}, context=context)
-
-
-def compile_graphs() -> None:
-    """Import LangGraph and compile production's recall and store graphs (each once per process:
-    a call that asks for one meanwhile waits for this compile instead of making its own)."""
-    from smriti.pipelines.recall import recall_pipeline
-    from smriti.pipelines.store import store_pipeline
-
-    _ = recall_pipeline.graph, store_pipeline.graph  # recall first: a first call's likeliest
-
-
-def compile_in_background() -> threading.Thread:
-    """:func:`compile_graphs` in a daemon thread, started now: a server calls it first thing, so
-    LangGraph's import overlaps its handshake, its store's opening and its embedder's loading."""
-    thread = threading.Thread(target=_compile_quietly, name="smriti-compile", daemon=True)
-    thread.start()
-    return thread
-
-
-def _compile_quietly() -> None:
-    try:
-        compile_graphs()
-    except Exception:  # why: the first call compiles (or reports the failure) itself
-        log.debug("compiling the graphs in the background failed", exc_info=True)
 
 
 def compiled(pipelines: Mapping[str, Pipeline]) -> dict[str, str]:

@@ -46,7 +46,7 @@ from pydantic import Field
 from smriti import __version__
 from smriti.config import Settings
 from smriti.errors import Busy, SmritiError, UserError
-from smriti.pipelines.stages import compile_in_background
+from smriti.pipelines.warmup import compile_in_background
 from smriti.runtime import (
     NOTHING_TO_SYNC,
     Runtime,
