@@ -5,6 +5,7 @@ Kuzu store (``COPY ... FROM`` Arrow tables)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import numpy as np
@@ -252,6 +253,11 @@ def test_an_import_whose_index_is_still_filling_ends_with_everything_in(
             hits = store.vector_search(engram.embedding, 3)  # exact, without the index
             assert len(hits) == 3 and hits[0].id == "m-0007"
             monkeypatch.setattr(falkordb.FalkorDBConnection, "_label_indexes", real)
-            assert store.search.indexes(refresh=True) == {"vector": True, "fulltext": True}
+            # The real index may itself still be filling on a loaded machine: wait for it (a
+            # condition, with a deadline far past a quiet machine's few milliseconds).
+            deadline = time.monotonic() + 120
+            while store.search.indexes(refresh=True) != {"vector": True, "fulltext": True}:
+                assert time.monotonic() < deadline, store.search.indexes(refresh=True)
+                time.sleep(0.1)
     finally:
         client.select_graph(graph).delete()
