@@ -79,15 +79,6 @@ class RecallSettings(Section):
             "every shape: held out, paraphrase R@5 +11 and top-1 +17.5 points, no shape below -1)"
         ),
     )
-    fusion_dense_floor: float = Field(
-        default=0.0,
-        ge=0,
-        le=1,
-        description=(
-            "fused relevance never falls below this times a hit's similarity over the best similarity: "
-            "the ranking by meaning as a floor (0: off)"
-        ),
-    )
     query_hub_names: bool = Field(
         default=True,
         description="leave hub names (a speaker, the user: in >10% of memories) out of the query's embedding",

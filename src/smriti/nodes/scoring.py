@@ -64,7 +64,6 @@ class Fusion:
     score_share: float = SCORE_SHARE
     model: FusionModel | None = None  # FUSION=learned: the fitted model replaces the weights
     support: float = 0.0  # coverage at which a lexical hit votes fully (0: every hit does)
-    dense_floor: float = 0.0  # relevance never below this times similarity / the best similarity
 
 
 DEFAULT_FUSION = Fusion(FUSION_WEIGHTS)
@@ -255,21 +254,7 @@ def fused_relevance(
     share = fusion.score_share
     if share > 0:
         by_rank = (1 - share) * by_rank + share * score_fusion(signals, ranked, fusion.weights, votes)
-    return max(by_rank, dense_floor(signals, ranked, fusion.dense_floor)), ranks
-
-
-def dense_floor(signals: Mapping[str, float], ranked: Mapping[str, Sequence[float]], floor: float) -> float:
-    """floor * similarity / the best similarity among the direct hits (0 when ``floor`` is 0).
-
-    Fused relevance never falls below it, so the ranking by meaning alone is a floor that the
-    other branches can reorder only with enough evidence: the nearest memory keeps ``floor``
-    however little its words share with the question.
-    """
-    best = ranked.get("similarity")
-    value = signals.get("similarity", 0.0)
-    if floor <= 0 or not best or best[0] <= 0 or value <= 0:
-        return 0.0
-    return floor * min(1.0, value / best[0])
+    return by_rank, ranks
 
 
 def hop_relevance(own: float, parent: float, strength: float) -> float:
@@ -516,7 +501,6 @@ def build_fusion(settings: Settings, model: FusionModel | None = None, lexical: 
         settings.fusion_k,
         settings.fusion_score_share,
         support=settings.fusion_support,
-        dense_floor=settings.fusion_dense_floor,
     )
 
 
