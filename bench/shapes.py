@@ -21,12 +21,13 @@ Every store is built once and kept in ``bench/.cache`` (per embedder and convers
 vectors are cached with ``--embedding-cache``, so a re-run only asks the questions; ``--jobs 2``
 asks two shapes at a time in separate processes.
 
-Prints one table: a row per (variant, shape) with R@5, R@10 and the shape's extra (session R@10 for
-turns, Hit@5 for notes, both@5 for passages, top-1 for paraphrase), the variant's change against
-the defaults on that shape, and after each variant a "min over shapes" row: the worst of its
-changes, so a change that wins on one shape and loses on another shows. Averages are micro
-averages over the questions (LoCoMo categories 1-4; both HotpotQA types; every paraphrase
-question). ``--json PATH`` (``-`` for stdout) writes the same figures as JSON.
+Prints one table: a row per (variant, shape) with "first" (H@1: the share of questions whose first
+result is relevant, the figure to hold against search at the top), R@5, R@10 and the shape's extra
+(session R@10 for turns, Hit@5 for notes, both@5 for passages, top-1 for paraphrase), the variant's
+change against the defaults on that shape, and after each variant a "min over shapes" row: the worst
+of its changes, so a change that wins on one shape and loses on another shows. Averages are micro
+averages over the questions (LoCoMo categories 1-4; both HotpotQA types; every paraphrase question).
+``--json PATH`` (``-`` for stdout) writes the same figures as JSON.
 """
 
 from __future__ import annotations
@@ -105,15 +106,17 @@ def summarise(scores_of: dict[str, Any], variants: Variants) -> dict[str, Any]:
         for shape, scores in scores_of.items():
             groups = GROUPS[kind(shape)]
             title, key = EXTRAS[kind(shape)]
-            row = {m: scores.mean(name, groups, m) for m in ("R@5", "R@10")}
+            row = {m: scores.mean(name, groups, m) for m in ("H@1", "R@5", "R@10")}
             row |= {title: scores.mean(name, groups, key), "questions": scores.count(name, groups)}
             if name != DEFAULTS:
                 base = out[DEFAULTS]["shapes"][shape]
-                row |= {f"delta {m}": row[m] - base[m] for m in ("R@5", "R@10", title)}
+                row |= {f"delta {m}": row[m] - base[m] for m in ("H@1", "R@5", "R@10", title)}
             rows[shape] = row
         entry: dict[str, Any] = {"settings": variants[name], "shapes": rows}
         if name != DEFAULTS:
-            entry["min delta"] = {m: min(r[f"delta {m}"] for r in rows.values()) for m in ("R@5", "R@10")}
+            entry["min delta"] = {
+                m: min(r[f"delta {m}"] for r in rows.values()) for m in ("H@1", "R@5", "R@10")
+            }
         out[name] = entry
     return out
 
@@ -123,18 +126,21 @@ def signed(value: float | None) -> str:
 
 
 def table(summary: dict[str, Any]) -> str:
-    headers = ["variant", "shape", "questions", "R@5", "R@10", *EXTRA_COLUMNS, "ΔR@5", "ΔR@10", "Δextra"]
+    headers = ["variant", "shape", "questions", "first", "R@5", "R@10", *EXTRA_COLUMNS]
+    headers += ["Δfirst", "ΔR@5", "ΔR@10", "Δextra"]
     rows = []
     for name, entry in summary.items():
         for shape, row in entry["shapes"].items():
             title = EXTRAS[kind(shape)][0]
             extras = [fmt(row[title]) if column == title else "" for column in EXTRA_COLUMNS]
-            deltas = [signed(row.get(f"delta {m}")) for m in ("R@5", "R@10", title)]
-            rows.append([name, shape, row["questions"], row["R@5"], row["R@10"], *extras, *deltas])
+            deltas = [signed(row.get(f"delta {m}")) for m in ("H@1", "R@5", "R@10", title)]
+            figures = [row[m] for m in ("H@1", "R@5", "R@10")]
+            rows.append([name, shape, row["questions"], *figures, *extras, *deltas])
         if "min delta" in entry:
             low = entry["min delta"]
-            blanks = [""] * (3 + len(EXTRA_COLUMNS))
-            rows.append([name, "**min over shapes**", *blanks, signed(low["R@5"]), signed(low["R@10"]), ""])
+            blanks = [""] * (4 + len(EXTRA_COLUMNS))
+            minima = [signed(low[m]) for m in ("H@1", "R@5", "R@10")]
+            rows.append([name, "**min over shapes**", *blanks, *minima, ""])
     return markdown_table(headers, rows, numeric_from=2)
 
 

@@ -90,6 +90,7 @@ def test_notes_then_shapes_on_a_slice(tmp_path):
         for shape, row in entry["shapes"].items():
             assert row["questions"] > 0, (name, shape)
             assert 0.0 <= row["R@5"] <= row["R@10"] <= 1.0, (name, shape, row)
+            assert 0.0 <= row["H@1"] <= 1.0, (name, shape, row)
     # The same store, questions and settings as the notes run: the same figures.
     assert summary["defaults"]["shapes"]["notes"]["R@5"] == pytest.approx(
         scores.mean("defaults", notes.SCORED, "R@5")
@@ -98,13 +99,31 @@ def test_notes_then_shapes_on_a_slice(tmp_path):
         scores.mean("defaults", notes.SCORED, "H@5")
     )
     variant = summary[VARIANT]
-    for metric in ("R@5", "R@10"):
+    assert summary["defaults"]["shapes"]["notes"]["H@1"] == pytest.approx(
+        scores.mean("defaults", notes.SCORED, "H@1")
+    )
+    for metric in ("H@1", "R@5", "R@10"):
         deltas = [row[f"delta {metric}"] for row in variant["shapes"].values()]
         assert all(math.isfinite(d) for d in deltas)
         assert variant["min delta"][metric] == min(deltas)
         for shape, row in variant["shapes"].items():
             base = summary["defaults"]["shapes"][shape][metric]
             assert row[f"delta {metric}"] == pytest.approx(row[metric] - base)
+
+
+def test_every_shape_counts_whether_the_first_result_is_right():
+    """H@1 is recorded whatever k's a benchmark reports (turns ask for 5 and 10 only), so every
+    shape can be compared with search at the top."""
+    from bench.common import RecallScores
+
+    scores = RecallScores((5, 10))
+    scores.record("recall", "g", ["a", "b"], [["x"], ["a"], ["b"]])
+    scores.record("recall", "g", ["a"], [["y", "a"], ["x"]])  # a merged result standing for a
+    scores.record("search", "g", ["a"], [["x"], ["a"]])
+    assert [values["H@1"] for _, values in scores.rows["recall"]] == [0.0, 1.0]
+    assert scores.mean("recall", ("g",), "H@1") == 0.5
+    assert scores.mean("recall", ("g",), "R@5") == 1.0
+    assert scores.mean("search", ("g",), "H@1") == 0.0
 
 
 def test_tuning_recall_does_not_reinforce(tmp_path):
