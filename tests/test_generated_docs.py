@@ -1,6 +1,7 @@
 """The architecture prose that names code is generated from it (issue 43, item 6): the package
-listing, the files one recall is followed through, recall's step names and counts. The checked-in
-pages must be what the code gives, and the check must fail on a stale or unknown region."""
+listing, the files one recall is followed through, recall's step names and counts, the store
+interface's parts. The checked-in pages must be what the code gives, and the check must fail on a
+stale or unknown region."""
 
 from __future__ import annotations
 
@@ -55,6 +56,17 @@ def test_recall_steps_come_from_a_real_recall():
     walk = docs.walk_modules(run)
     assert walk[: len(docs.BEFORE_THE_STEPS)] == list(docs.BEFORE_THE_STEPS)
     assert walk[-len(docs.THE_DATABASE) :] == list(docs.THE_DATABASE)
+
+
+def test_the_store_parts_table_names_every_method_once_in_its_part():
+    from smriti.stores.base import PART_OF
+    from smriti.stores.parts import PARTS
+
+    rows = docs.store_parts().splitlines()[2:]
+    assert len(rows) == len(PARTS) + 1  # a row per part and one for GraphStore's own methods
+    for name, part in PART_OF.items():
+        [row] = [row for row in rows if f"`{name}`" in row]
+        assert f"| `{part}` |" in row, (name, row)
 
 
 def _page(tmp_path: Path, body: str) -> Path:

@@ -1,16 +1,19 @@
-"""Every method a backend must write is enforced when the backend is constructed (issue 24)."""
+"""Every method a backend must write is enforced when the backend is constructed (issue 24); every
+method has one home among the typed parts (issue 43), and the conformance suite runs per part."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
-from smriti.stores.base import BACKEND_METHODS, GraphStore, StoreBase
+from smriti.stores.base import BACKEND_METHODS, LIFECYCLE, PART_OF, PROTOCOL_METHODS, GraphStore, StoreBase
 from smriti.stores.cypher.store import CypherGraphStore
 from smriti.stores.kuzu.store import KuzuStore
 from smriti.stores.operations import Forward, collaborators, forwarded, handed
+from smriti.stores.parts import PARTS, methods
 from smriti.stores.sqlite.store import SqliteStore
 
 BACKENDS = [SqliteStore, KuzuStore, CypherGraphStore]
@@ -18,9 +21,7 @@ ROOT = Path(__file__).resolve().parents[2] / "src" / "smriti"
 
 
 def _protocol_methods() -> set[str]:
-    return {
-        name for name, member in vars(GraphStore).items() if not name.startswith("_") and callable(member)
-    }
+    return set(PROTOCOL_METHODS)
 
 
 def test_what_the_base_does_not_derive_is_abstract():
@@ -150,3 +151,82 @@ def test_a_backend_whose_declarations_cover_the_rest_constructs():
 def test_read_from_the_class_a_handed_method_is_called_as_an_unbound_method(tmp_path):
     with SqliteStore(tmp_path / "memory.sqlite", user="alice", dims=8) as store:
         assert SqliteStore.count_engrams(store) == 0 == store.count_engrams()
+
+
+# ----------------------------------------------------------------------------- typed parts
+CONFORMANCE = Path(__file__).resolve().parent / "conformance"
+
+
+def _homes(protocol: type, parts: dict[str, type]) -> dict[str, list[str]]:
+    """Each public method ``protocol`` has (its own or inherited from a protocol base): the parts
+    declaring it, "lifecycle" for ``protocol`` itself."""
+    declared = {"lifecycle": protocol, **parts}
+    names = {
+        name for klass in protocol.__mro__ if getattr(klass, "_is_protocol", False) for name in methods(klass)
+    }
+    return {name: [part for part, cls in declared.items() if name in methods(cls)] for name in names}
+
+
+def test_every_graphstore_method_belongs_to_exactly_one_part_or_the_lifecycle():
+    homes = _homes(GraphStore, PARTS)
+    assert {name: places for name, places in homes.items() if len(places) != 1} == {}
+    assert set(homes) == PROTOCOL_METHODS == set(PART_OF)
+    assert {name: places[0] for name, places in homes.items()} == PART_OF
+    assert all(part in GraphStore.__mro__ for part in PARTS.values())
+    assert {"close", "transaction", "write_batch", "exclusive", "stats"} == LIFECYCLE
+    sizes = {part: len(methods(cls)) for part, cls in PARTS.items()}
+    assert sizes == {
+        "engrams": 15,
+        "cues": 20,
+        "associations": 4,
+        "clusters": 3,
+        "search": 5,
+        "meta": 4,
+        "records": 2,
+    }
+
+
+def test_a_method_without_a_home_or_with_two_is_found():
+    class Extra(Protocol):
+        def vector_search(self) -> None: ...  # a second home for a SearchPart method
+
+    class Grown(GraphStore, Extra, Protocol):
+        def forget_everything(self) -> None: ...  # added beside the parts, in none of them
+
+    homes = _homes(Grown, {**PARTS, "extra": Extra})
+    assert homes["vector_search"] == ["search", "extra"]
+    assert _homes(Grown, PARTS)["forget_everything"] == ["lifecycle"]  # Grown's own: not GraphStore's
+    assert "forget_everything" not in PROTOCOL_METHODS  # the real GraphStore has no such method
+
+
+def _marker(module: ast.Module) -> str | None:
+    """The part a conformance module names in ``pytestmark = pytest.mark.<part>``."""
+    for node in module.body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["pytestmark"]:
+            value = node.value
+            if isinstance(value, ast.Attribute) and ast.unparse(value.value) == "pytest.mark":
+                return value.attr
+    return None
+
+
+def _called(module: ast.Module) -> set[str]:
+    """Names called as methods anywhere in the module (``store.cues_of(...)``)."""
+    return {
+        node.func.attr
+        for node in ast.walk(module)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+    }
+
+
+def test_the_conformance_suite_runs_per_part_and_calls_every_method_of_each():
+    modules = sorted(CONFORMANCE.glob("test_*.py"))
+    called: dict[str, set[str]] = {part: set() for part in ("lifecycle", *PARTS)}
+    for path in modules:
+        tree = ast.parse(path.read_text())
+        part = _marker(tree)
+        assert part in called, f"{path.name}: pytestmark names no part ({part!r})"
+        assert path.stem == f"test_{part}" or path.stem.startswith(f"test_{part}_"), path.name
+        called[part] |= _called(tree)
+    for part, cls in PARTS.items():
+        assert methods(cls) - called[part] == set(), f"the {part} tests never call these"
+    assert {"stats", "transaction", "write_batch"} <= called["lifecycle"]

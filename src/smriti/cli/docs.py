@@ -19,7 +19,8 @@ pipeline reshaped, a step renamed or moved to another module changes the pages a
 ``make generated-docs`` and fails the check until then, whatever shape the graph has.
 
 The same run counts the package's files the recall executes (``bench/recall_path.py`` prints them).
-The package listing is each module's first docstring sentence, folder by folder, with file counts.
+The package listing is each module's first docstring sentence, folder by folder, with file counts;
+the store interface's table is each part of ``stores/parts.py`` with its methods.
 
 Hand-written names are checked too: in ``docs/recall.md``'s "The steps", a bold lower-case
 identifier (``**find_seed_cluster**``) names a recall step and must be one (:func:`unknown_steps`).
@@ -281,11 +282,32 @@ def recall_steps() -> str:
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------------------- the store interface
+def store_parts() -> str:
+    """The store interface's typed parts (``stores/parts.py``), then GraphStore's own methods: each
+    with its conformance marker, its methods in declaration order and its docstring's first sentence."""
+    from smriti.stores.base import GraphStore
+    from smriti.stores.parts import PARTS, methods
+
+    lines = ["| part | marker | methods | what it is for |", "|---|---|---|---|"]
+    rows = [
+        (f"`{cls.__name__}`", marker, cls, first_sentence(cls.__doc__ or "")) for marker, cls in PARTS.items()
+    ]
+    rows.append(("`GraphStore` itself", "lifecycle", GraphStore, "Closing, transactions, the lock, stats."))
+    for label, marker, cls, about in rows:
+        names = [name for name in vars(cls) if name in methods(cls)]  # declaration order
+        lines.append(
+            f"| {label} | `{marker}` | {len(names)}: {', '.join(f'`{n}`' for n in names)} | {about} |"
+        )
+    return "\n".join(lines)
+
+
 REGIONS: dict[str, Callable[[], str]] = {
     "packages": packages,
     "recall-walk": recall_walk,
     "recall-reach": recall_reach,
     "recall-steps": recall_steps,
+    "store-parts": store_parts,
 }
 
 

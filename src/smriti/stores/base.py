@@ -1,4 +1,5 @@
-"""The GraphStore protocol and the data model shared by every backend.
+"""The GraphStore protocol, composed of the typed parts of ``stores/parts.py``, and the data
+model shared by every backend.
 
 A store is opened for exactly one user: isolation (a file, a database, a graph or a
 ``user`` property) is the backend's business, so no method takes a user argument and no
@@ -17,7 +18,7 @@ import re
 import typing
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -33,6 +34,17 @@ from smriti.config import validate_user_name as validate_user_name
 from smriti.errors import EmbeddingMismatchError as EmbeddingMismatchError
 from smriti.errors import StoreError as StoreError
 from smriti.errors import UnsafeUserError as UnsafeUserError
+from smriti.stores.parts import (
+    PARTS,
+    AssociationPart,
+    ClusterPart,
+    CuePart,
+    EngramPart,
+    MetaPart,
+    RecordPart,
+    SearchPart,
+    methods,
+)
 
 # Re-exported: defined with the input checks, which the CLI imports without numpy or the settings.
 from smriti.validators import CONTROL_CHARACTERS as _CONTROL
@@ -421,8 +433,12 @@ def coerce_field(name: str, value: Any, write_time: Callable[[datetime], Any]) -
 
 
 @runtime_checkable
-class GraphStore(Protocol):
-    """What every backend provides, for one user.
+class GraphStore(
+    EngramPart, CuePart, AssociationPart, ClusterPart, SearchPart, MetaPart, RecordPart, Protocol
+):
+    """What every backend provides, for one user: the typed parts of :mod:`smriti.stores.parts`
+    (engrams, cues and links, associations, clusters, search, metadata, records) and, here,
+    the lifecycle.
 
     A backend implements the batch forms; the single forms (``get_engram``, ``update_engram``,
     ``upsert_cue``, ``link_cue``, ``link_cues``, ``add_cooccurrence``, ``add_relation``,
@@ -440,22 +456,7 @@ class GraphStore(Protocol):
     user: str
     capabilities: Capabilities
 
-    # -- lifecycle ------------------------------------------------------------------------
     def close(self) -> None: ...
-    def warm(self) -> None:
-        """Load now what the first query would load lazily (the vector cache); safe to call
-        from a background thread while queries run (they wait for it, not redo it)."""
-        ...
-
-    def finish_indexes(self, on_progress: Callable[[int, int], None] | None = None) -> None:
-        """Build now the search indexes a query would otherwise wait for or build in the
-        background (the import calls it): ``on_progress(done, total)`` follows it."""
-        ...
-
-    def bulk_import(self, memories: int) -> AbstractContextManager[None]:
-        """Entered around a whole import (see :func:`smriti.stores.records.import_into`)."""
-        ...
-
     def transaction(self) -> AbstractContextManager[None]:
         """Writes made inside commit together or not at all; nested uses join the outer one.
 
@@ -482,265 +483,34 @@ class GraphStore(Protocol):
         ``wait`` seconds for its holder, then raise :class:`~smriti.errors.Busy`."""
         ...
 
-    # -- key/value metadata (embedding model and dims, Leiden cache, index state) ---------
-    def get_meta(self, key: str) -> str | None: ...
-    def set_meta(self, key: str, value: str) -> None: ...
-    def meta_items(self, prefix: str) -> dict[str, str]:
-        """Every metadata key starting with ``prefix`` (matched literally) and its value, by key."""
-        ...
-
-    def delete_meta(self, key: str) -> None:
-        """Remove a metadata key (a missing one is a no-op)."""
-        ...
-
-    # -- engrams ---------------------------------------------------------------------------
-    def create_engram(self, engram: Engram) -> None: ...
-    def create_engrams(self, engrams: Sequence[Engram]) -> None:
-        """Insert new engrams; an existing id raises StoreError."""
-        ...
-
-    def get_engrams(self, ids: Sequence[str]) -> list[Engram]:
-        """Engrams with these ids, in the given order, silently skipping missing ones."""
-        ...
-
-    def cluster_ids(self, ids: Sequence[str]) -> dict[str, int]:
-        """Cluster id of each existing engram asked for: a light read (no text, no embedding)."""
-        ...
-
-    def update_engrams(self, updates: Mapping[str, Mapping[str, Any]]) -> int:
-        """Change fields listed in UPDATABLE_FIELDS of each id; returns how many engrams changed.
-
-        Raises:
-            ValueError: a field outside UPDATABLE_FIELDS, or a None value (nothing is written).
-        """
-        ...
-
-    def reinforce(self, ids: Sequence[str], at: datetime, boost: float) -> dict[str, tuple[int, float]]:
-        """Strengthen recalled engrams in place: access_count + 1, last_accessed_at = ``at``,
-        decay_factor = min(1, decay_factor + ``boost``).
-
-        One statement computes the new values from the stored ones, so two recalls of the same
-        memory at once both count (a read-then-write would lose one). Returns
-        id -> (access_count, decay_factor) after the change, for the ids that exist.
-        """
-        ...
-
-    def delete_engram(self, engram_id: str) -> bool:
-        """Forget the engram: it, its edges and everything it contributed (see
-        :meth:`StoreBase.delete_engram`); False if it did not exist."""
-        ...
-
-    def remove_engram(self, engram_id: str) -> bool:
-        """The backend's part of :meth:`delete_engram`: the engram, its edges (EncodedBy,
-        AssociatedWith), its search entries and the RelatesTo facts recorded with its id;
-        False if it did not exist. Callers use ``delete_engram``."""
-        ...
-
-    def unlink_engram(self, engram_id: str) -> None:
-        """The backend's part of :meth:`StoreBase.take_back_links`: remove the engram's EncodedBy
-        edges and the RelatesTo facts recorded with its id, keeping the engram and its associations."""
-        ...
-
-    def superseded_ids(self, engram_id: str) -> list[str]:
-        """Ids of the engrams whose ``superseded_by`` is ``engram_id``, sorted."""
-        ...
-
-    def list_recent(self, limit: int, memory_type: str | None = None) -> list[Engram]:
-        """Most recently accessed first (ties: newest created, then id)."""
-        ...
-
-    def engram_states(self, ids: Sequence[str] | None = None) -> list[EngramState]:
-        """The consolidation fields of every engram (or of the existing ones among ``ids``), by id."""
-        ...
-
-    def count_engrams(self) -> int: ...
-    def latest_of_source(self, source: str, limit: int) -> list[str]:
-        """Ids of the ``limit`` latest engrams (by created_at, newest first) of ``source``.
-        Needed only of a store whose ``capabilities.shared`` is set."""
-        ...
-
-    def uncued_engram_ids(self) -> list[str]:
-        """Ids of engrams linked to no cue, sorted: memories half written by versions whose
-        stores were not atomic (consolidation's repair step re-links them)."""
-        ...
-
-    # -- cues ------------------------------------------------------------------------------
-    def upsert_cues(self, cues: Sequence[Cue]) -> list[Cue]:
-        """Insert each cue by normalised name, or take the stored cue of that name unchanged.
-
-        Returns one stored cue per cue given, in order (a name given twice: the same cue).
-
-        Raises:
-            ValueError: a cue name is empty once normalised (nothing is written).
-        """
-        ...
-
-    def link_cue_ids(self, engram_id: str, cue_ids: Sequence[str]) -> None:
-        """(Engram)-[:EncodedBy]->(Cue) for each cue id, idempotent; a missing end is a no-op."""
-        ...
-
-    def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]: ...
-    def recall_rows(
-        self, ids: Sequence[str], query: Sequence[float] | np.ndarray | None = None
-    ) -> list[RecallRow]:
-        """Engrams with these ids (given order, missing ones skipped), each with its embedding
-        as a float32 array and its cues: what recall loads for its candidates.
-
-        ``query`` is the recall's query embedding: a backend may answer each row's cosine with
-        it (``RecallRow.similarity``) instead of its embedding. :class:`StoreBase` derives the
-        rows from ``get_engrams`` and ``cues_of``; a backend may read them more cheaply (SQLite
-        decodes the embedding BLOB straight into the array, FalkorDB computes the cosine).
-        """
-        ...
-
-    def engrams_by_cues(self, cue_names: Sequence[str], limit: int) -> list[CueHit]:
-        """Engrams encoded by any of the (normalised) cue names, most matched cues first."""
-        ...
-
-    def cue_engram_counts(self, cue_names: Sequence[str]) -> dict[str, int]:
-        """How many engrams each existing cue encodes (for the cross-reference boost)."""
-        ...
-
-    def set_cue_types(self, types: Mapping[str, str]) -> None:
-        """Set the type of each cue, by name (normalised here); an unknown name or an empty type
-        is a no-op. What a landed LLM analysis does: its types replace the ones a cue was created
-        with (``upsert_cues`` keeps a stored cue's type)."""
-        ...
-
-    def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None:
-        """Strengthen (Cue a)-[:CoOccurs]->(Cue b) by delta for each (a, b, delta) (cue names),
-        creating missing cues and edges; symmetric (an edge either way is the one updated).
-
-        With ``replace`` the strength is set to delta (used by import, to stay idempotent).
-        """
-        ...
-
-    def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None:
-        """(Cue source)-[:RelatesTo {relation, engram_id}]->(Cue target) by cue names, idempotent;
-        cues it has to create get ``cue_type`` (existing ones keep theirs).
-
-        Raises:
-            ValueError: a relation without a name or with an empty cue name (nothing is written).
-        """
-        ...
-
-    def relations_of(self, engram_ids: Sequence[str]) -> list[Relation]:
-        """RelatesTo edges recorded by these engrams."""
-        ...
-
-    def related_entities(self, cue_names: Sequence[str], limit: int) -> list[Relation]:
-        """RelatesTo edges with either end among these cue names (normalised here), at most
-        ``limit``: newest first, ties by (source, relation, target, engram_id). One hop of the
-        Memory Fabric traversal (entity -> relation -> entity), read for a whole frontier at once.
-        """
-        ...
-
-    def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None:
-        """Take delta off (Cue a)-[:CoOccurs]-(Cue b) for each (a, b, delta) (cue names), either
-        direction; an edge left at or below zero is removed, a missing one is never created."""
-        ...
-
-    def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int:
-        """Delete cues that encode no engram (among ``names`` when given, normalised here), with
-        their CoOccurs and RelatesTo edges; returns how many."""
-        ...
-
-    # -- associations ----------------------------------------------------------------------
-    def associate_many(self, associations: Sequence[Association]) -> None:
-        """Create or strengthen (keep the max strength) AssociatedWith edges; symmetric."""
-        ...
-
-    def neighbours(self, engram_ids: Sequence[str]) -> list[Association]:
-        """AssociatedWith edges touching these engrams, in either direction."""
-        ...
-
-    def all_associations(self) -> list[Association]: ...
-    def association_weights(self) -> list[tuple[str, str, float]]:
-        """(source id, target id, strength) of every AssociatedWith edge: what clustering reads.
-
-        :class:`StoreBase` derives it from ``all_associations``; a backend may read it more
-        cheaply (SQLite: no times, no objects; 570k edges at 100k engrams).
-        """
-        ...
-
-    # -- search ----------------------------------------------------------------------------
-    def vector_search(
-        self, embedding: Sequence[float], k: int, memory_type: str | None = None
-    ) -> list[ScoredId]:
-        """Cosine similarity, best first; uses the HNSW index when built, else brute force."""
-        ...
-
-    def fulltext_search(self, query: str, k: int, memory_type: str | None = None) -> list[ScoredId]:
-        """Keyword search over content, best first; an index when built, else a scan."""
-        ...
-
-    # -- maintenance -----------------------------------------------------------------------
-    def ensure_indexes(self, threshold: int) -> dict[str, bool]:
-        """Build vector/full-text indexes once engrams exceed threshold; returns their state."""
-        ...
-
     def stats(self) -> StoreStats: ...
 
-    # -- portability -----------------------------------------------------------------------
-    def export_records(self) -> Iterator[dict[str, Any]]:
-        """Every node and edge as JSON-ready dicts, in the order of stores.records.KINDS."""
-        ...
 
-    # -- derived by StoreBase (declared here so callers see them) --------------------------
-    def get_engram(self, engram_id: str) -> Engram | None: ...
-    def take_back_links(self, engram_id: str) -> None: ...
-    def update_engram(self, engram_id: str, **fields: Any) -> bool: ...
-    def upsert_cue(self, cue: Cue) -> Cue: ...
-    def link_cue(self, engram_id: str, cue_id: str) -> None: ...
-    def link_cues(self, engram_id: str, cues: Sequence[Cue]) -> list[Cue]: ...
-    def link_many(self, links: Mapping[str, Sequence[str]]) -> None: ...
-    def add_cooccurrence(self, cue_a: str, cue_b: str, delta: float = 1.0, replace: bool = False) -> None: ...
-    def add_relation(self, relation: Relation) -> None: ...
-    def associate(self, association: Association) -> None: ...
+LIFECYCLE = methods(GraphStore)
+"""GraphStore's own methods, in no part: closing, transactions, the lock, stats."""
+PART_OF: dict[str, str] = {
+    name: part for part, cls in {"lifecycle": GraphStore, **PARTS}.items() for name in methods(cls)
+}
+"""Every GraphStore method, by name: the short name of its part (``"lifecycle"`` for GraphStore's own)."""
+PROTOCOL_METHODS = frozenset(PART_OF)
+"""Every method of :class:`GraphStore`, its parts' and its own."""
 
 
-class StoreBase(ABC):
+class StoreBase(GraphStore, ABC):
     """The base class of every backend: the single forms, derived once from the batch forms.
 
     LangGraph's BaseStore economy: a backend writes the batch forms of the protocol, and
     ``store.associate(a)`` is ``store.associate_many([a])`` everywhere, so "a batch equals its
     singles in order" holds by construction instead of by two implementations kept in step.
+
+    It inherits :class:`GraphStore`, so each backend's methods (written, or handed to a
+    collaborator) are type-checked against their part's declaration, and what neither this class
+    nor the backend defines is abstract (:data:`BACKEND_METHODS`).
     """
 
     backend: str
     user: str
     capabilities: Capabilities
-
-    @abstractmethod
-    def get_engrams(self, ids: Sequence[str]) -> list[Engram]: ...
-    @abstractmethod
-    def update_engrams(self, updates: Mapping[str, Mapping[str, Any]]) -> int: ...
-    @abstractmethod
-    def upsert_cues(self, cues: Sequence[Cue]) -> list[Cue]: ...
-    @abstractmethod
-    def link_cue_ids(self, engram_id: str, cue_ids: Sequence[str]) -> None: ...
-    @abstractmethod
-    def cues_of(self, engram_ids: Sequence[str]) -> dict[str, list[Cue]]: ...
-    @abstractmethod
-    def add_cooccurrences(self, pairs: Sequence[tuple[str, str, float]], replace: bool = False) -> None: ...
-    @abstractmethod
-    def add_relations(self, relations: Sequence[Relation], cue_type: str = "keyword") -> None: ...
-    @abstractmethod
-    def associate_many(self, associations: Sequence[Association]) -> None: ...
-    @abstractmethod
-    def remove_engram(self, engram_id: str) -> bool: ...
-    @abstractmethod
-    def uncued_engram_ids(self) -> list[str]: ...
-    @abstractmethod
-    def weaken_cooccurrences(self, pairs: Sequence[tuple[str, str, float]]) -> None: ...
-    @abstractmethod
-    def delete_orphan_cues(self, names: Sequence[str] | None = None) -> int: ...
-    @abstractmethod
-    def unlink_engram(self, engram_id: str) -> None: ...
-    @abstractmethod
-    def superseded_ids(self, engram_id: str) -> list[str]: ...
-    @abstractmethod
-    def delete_meta(self, key: str) -> None: ...
 
     def transaction(self) -> AbstractContextManager[None]:
         """No multi-statement transactions here: each write commits by itself."""
@@ -755,19 +525,16 @@ class StoreBase(ABC):
         one process, lets the store pipeline remember its latest writes itself."""
         raise NotImplementedError(f"{type(self).__name__} is not shared: the store pipeline remembers")
 
-    def warm(self) -> None:  # noqa: B027 -- a hook backends may override; most need nothing
+    def warm(self) -> None:
         """Nothing to load ahead here: the backend's first query costs what later ones do."""
 
-    def finish_indexes(self, on_progress: Callable[[int, int], None] | None = None) -> None:  # noqa: B027
+    def finish_indexes(self, on_progress: Callable[[int, int], None] | None = None) -> None:
         """Nothing is built in the background here."""
 
     def bulk_import(self, memories: int) -> AbstractContextManager[None]:
         """Around a whole import of ``memories`` memories (each batch still its own transaction):
         nothing to prepare here. SQLite defers its secondary indexes and enlarges its cache."""
         return nullcontext()
-
-    @abstractmethod
-    def create_engram(self, engram: Engram) -> None: ...
 
     def create_engrams(self, engrams: Sequence[Engram]) -> None:
         """Insert new engrams (import); a backend that can insert many at once overrides this."""
@@ -848,7 +615,7 @@ class StoreBase(ABC):
 
     def association_weights(self) -> list[tuple[str, str, float]]:
         """(source id, target id, strength) of every AssociatedWith edge."""
-        return [(a.source_id, a.target_id, a.strength) for a in self.all_associations()]  # type: ignore[attr-defined]
+        return [(a.source_id, a.target_id, a.strength) for a in self.all_associations()]
 
     def link_many(self, links: Mapping[str, Sequence[str]]) -> None:
         """EncodedBy edges of many engrams (engram id -> cue ids), as ``link_cue_ids`` of each;
@@ -885,16 +652,19 @@ class StoreBase(ABC):
 def _require_what_the_protocol_leaves_to_backends() -> frozenset[str]:
     """Make every protocol method StoreBase does not derive abstract on StoreBase.
 
-    The protocol stays the one definition of each method (its signature and docstring); what a
-    backend must write is whatever the base class leaves undefined, so a backend that misses
-    one fails when it is constructed (TypeError naming it), not at the first call in production.
+    The protocol stays the one definition of each method (its signature and docstring, in its
+    part); what a backend must write is whatever the base class leaves to the protocol's
+    declaration, so a backend that misses one fails when it is constructed (TypeError naming it),
+    not at the first call in production. mypy sees the same: a protocol method with an empty body
+    is abstract in a class that inherits the protocol.
     """
-    required = set(StoreBase.__abstractmethods__)
-    for name, member in vars(GraphStore).items():
-        if name.startswith("_") or not callable(member) or hasattr(StoreBase, name):
-            continue
-        setattr(StoreBase, name, abstractmethod(member))
-        required.add(name)
+    declared = {GraphStore, *PARTS.values()}
+    required = set()
+    for name in PROTOCOL_METHODS:
+        owner = next(klass for klass in StoreBase.__mro__ if name in vars(klass))
+        if owner in declared:
+            setattr(StoreBase, name, abstractmethod(vars(owner)[name]))
+            required.add(name)
     abc.update_abstractmethods(StoreBase)  # type: ignore[type-abstract]  # why: it is abstract on purpose
     return frozenset(required)
 

@@ -12,7 +12,8 @@ by exactly one of them. Instead of a method per protocol name that only calls th
 forwarding call in between. What is checked, and when:
 
 * by mypy, the collaborator's method has the protocol method's signature (``handed`` keeps the
-  types of the method it is given, and the class attribute overrides StoreBase's);
+  types of the method it is given, and the class attribute overrides the declaration in the
+  method's part, which StoreBase inherits through GraphStore: :mod:`smriti.stores.parts`);
 * at import, the name is a :class:`~smriti.stores.base.GraphStore` method, the collaborator
   is declared in the class body (``graph: Graph``: a misspelt ``handed("grpah", ...)`` fails
   when the class is defined, not at its first call), and the collaborator's method takes the
@@ -28,11 +29,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Concatenate, cast
 
-from smriti.stores.base import GraphStore
-
-PROTOCOL_METHODS = frozenset(
-    name for name, member in vars(GraphStore).items() if not name.startswith("_") and callable(member)
-)
+from smriti.stores.base import PROTOCOL_METHODS, GraphStore
 
 
 class Forward:

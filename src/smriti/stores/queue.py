@@ -33,7 +33,8 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from smriti.stores.base import ANALYSIS_QUEUE_PREFIX, GraphStore
+from smriti.stores.base import ANALYSIS_QUEUE_PREFIX
+from smriti.stores.parts import MetaPart
 
 Status = Literal["pending", "failed"]
 MAX_ERROR_CHARS = 300  # an error is shown in stats: on one line, bounded
@@ -56,9 +57,10 @@ class Job:
 
 
 class AnalysisQueue:
-    """The queue of one user's store (every method is a few metadata reads or writes)."""
+    """The queue of one user's store (every method is a few metadata reads or writes: it needs
+    only the store's :class:`~smriti.stores.parts.MetaPart`)."""
 
-    def __init__(self, store: GraphStore) -> None:
+    def __init__(self, store: MetaPart) -> None:
         self.store = store
 
     def enqueue(self, engram_id: str, now: datetime, store_time: datetime | None = None) -> None:

@@ -108,9 +108,9 @@ class CypherGraphStore(StoreBase):
     cue_fields: CypherCueFields
     search: CypherSearch
 
-    # Protocol methods one collaborator carries out alone: the collaborator's own method,
-    # bound to it when read (no forwarding call; see stores/operations.py).
-    close = handed("connection", CypherConnection.close)
+    # Protocol methods one collaborator carries out alone, by part (stores/parts.py): the
+    # collaborator's own method, bound to it when read (no forwarding call; see stores/operations.py).
+    # CuePart
     cues_of = handed("reads", CypherGraphReads.cues_of)
     engrams_by_cues = handed("reads", CypherGraphReads.engrams_by_cues)
     cue_engram_counts = handed("reads", CypherGraphReads.cue_engram_counts)
@@ -118,8 +118,6 @@ class CypherGraphStore(StoreBase):
     relations_of = handed("reads", CypherGraphReads.relations_of)
     related_entities = handed("reads", CypherGraphReads.related_entities)
     delete_orphan_cues = handed("reads", CypherGraphReads.delete_orphan_cues)
-    neighbours = handed("reads", CypherGraphReads.neighbours)
-    all_associations = handed("reads", CypherGraphReads.all_associations)
     upsert_cues = handed("writes", CypherGraphWrites.upsert_cues)
     link_cue_ids = handed("writes", CypherGraphWrites.link_cue_ids)
     link_cues = handed("writes", CypherGraphWrites.link_cues)
@@ -127,12 +125,18 @@ class CypherGraphStore(StoreBase):
     add_cooccurrences = handed("writes", CypherGraphWrites.add_cooccurrences)
     weaken_cooccurrences = handed("writes", CypherGraphWrites.weaken_cooccurrences)
     add_relations = handed("writes", CypherGraphWrites.add_relations)
+    # AssociationPart
+    neighbours = handed("reads", CypherGraphReads.neighbours)
+    all_associations = handed("reads", CypherGraphReads.all_associations)
     associate_many = handed("writes", CypherGraphWrites.associate_many)
+    # SearchPart
+    vector_search = handed("search", CypherSearch.vector_search)
+    fulltext_search = handed("search", CypherSearch.fulltext_search)
+    # lifecycle
+    close = handed("connection", CypherConnection.close)
     # A store's writes, queued and sent together at the end: FalkorDB runs them as one
     # MULTI/EXEC, Neo4j as one transaction; reads inside see the graph as it was before.
     write_batch = handed("graph", UserGraph.batch)
-    vector_search = handed("search", CypherSearch.vector_search)
-    fulltext_search = handed("search", CypherSearch.fulltext_search)
 
     def __init__(self, connection: CypherConnection, *, user: str, dims: int, isolation: str) -> None:
         self.user = validate_user_name(user)
@@ -442,7 +446,6 @@ class CypherGraphStore(StoreBase):
         )
         return [row["id"] for row in rows]
 
-    # -- cues, relations, associations ----------------------------------------------------------
     # -- search and maintenance -----------------------------------------------------------------
     def ensure_indexes(self, threshold: int) -> dict[str, bool]:
         # The store pipeline asks at every store (a shared database's indexes may change under

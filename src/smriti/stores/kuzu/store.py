@@ -116,13 +116,14 @@ class KuzuStore(StoreBase):
     writes: GraphWrites
     cue_fields: CueFields
 
-    # Protocol methods one collaborator carries out alone: the collaborator's own method,
-    # bound to it when read (no forwarding call; see stores/operations.py).
+    # Protocol methods one collaborator carries out alone, by part (stores/parts.py): the
+    # collaborator's own method, bound to it when read (no forwarding call; see stores/operations.py).
+    # EngramPart
     get_engrams = handed("engrams", EngramTable.get)
-    cluster_ids = handed("engrams", EngramTable.cluster_ids)
     reinforce = handed("engrams", EngramTable.reinforce)
     list_recent = handed("engrams", EngramTable.recent)
     count_engrams = handed("engrams", EngramTable.count)
+    # CuePart
     cues_of = handed("reads", GraphReads.cues_of)
     engrams_by_cues = handed("reads", GraphReads.engrams_by_cues)
     cue_engram_counts = handed("reads", GraphReads.cue_engram_counts)
@@ -130,15 +131,19 @@ class KuzuStore(StoreBase):
     relations_of = handed("reads", GraphReads.relations_of)
     related_entities = handed("reads", GraphReads.related_entities)
     delete_orphan_cues = handed("reads", GraphReads.delete_orphan_cues)
-    neighbours = handed("reads", GraphReads.neighbours)
-    all_associations = handed("reads", GraphReads.all_associations)
     upsert_cues = handed("writes", GraphWrites.upsert_cues)
     link_cue_ids = handed("writes", GraphWrites.link_cue_ids)
     link_many = handed("writes", GraphWrites.link_many)
     add_cooccurrences = handed("writes", GraphWrites.add_cooccurrences)
     weaken_cooccurrences = handed("writes", GraphWrites.weaken_cooccurrences)
     add_relations = handed("writes", GraphWrites.add_relations)
+    # AssociationPart
+    neighbours = handed("reads", GraphReads.neighbours)
+    all_associations = handed("reads", GraphReads.all_associations)
     associate_many = handed("writes", GraphWrites.associate_many)
+    # ClusterPart
+    cluster_ids = handed("engrams", EngramTable.cluster_ids)
+    # SearchPart
     vector_search = handed("index", SearchIndex.vector_search)
     fulltext_search = handed("index", SearchIndex.fulltext_search)
     ensure_indexes = handed("index", SearchIndex.ensure_indexes)
@@ -332,7 +337,6 @@ class KuzuStore(StoreBase):
         )
         return [row[0] for row in rows]
 
-    # -- cues, relations, associations ----------------------------------------------------------
     # -- search and maintenance -----------------------------------------------------------------
     @locked
     def stats(self) -> StoreStats:

@@ -105,24 +105,19 @@ class SqliteStore(StoreBase):
     engrams: EngramTable
     graph: Graph
 
-    # Protocol methods one collaborator carries out alone: the collaborator's own method,
-    # bound to it when read (no forwarding call; see stores/operations.py).
-    warm = handed("index", SearchIndex.warm)
-    finish_indexes = handed("index", SearchIndex.finish)
-    vector_search = handed("index", SearchIndex.vector_search)
-    fulltext_search = handed("index", SearchIndex.fulltext_search)
-    transaction = handed("db", Database.transaction)
+    # Protocol methods one collaborator carries out alone, by part (stores/parts.py): the
+    # collaborator's own method, bound to it when read (no forwarding call; see stores/operations.py).
+    # EngramPart
     create_engrams = handed("engrams", EngramTable.create)
     get_engrams = handed("engrams", EngramTable.get)
-    cluster_ids = handed("engrams", EngramTable.cluster_ids)
     update_engrams = handed("engrams", EngramTable.update)
     reinforce = handed("engrams", EngramTable.reinforce)
     remove_engram = handed("engrams", EngramTable.delete)
     list_recent = handed("engrams", EngramTable.recent)
-    engram_states = handed("engrams", EngramTable.states)
     count_engrams = handed("engrams", EngramTable.count)
     uncued_engram_ids = handed("engrams", EngramTable.uncued_ids)
     latest_of_source = handed("engrams", EngramTable.latest_of_source)  # asked only when shared
+    # CuePart
     upsert_cues = handed("graph", Graph.upsert_cues)
     link_cue_ids = handed("graph", Graph.link_cue_ids)
     link_many = handed("graph", Graph.link_many)
@@ -136,10 +131,21 @@ class SqliteStore(StoreBase):
     related_entities = handed("graph", Graph.related_entities)
     weaken_cooccurrences = handed("graph", Graph.weaken_cooccurrences)
     delete_orphan_cues = handed("graph", Graph.delete_orphan_cues)
+    # AssociationPart
     associate_many = handed("graph", Graph.associate_many)
     neighbours = handed("graph", Graph.neighbours)
     all_associations = handed("graph", Graph.all_associations)
+    # ClusterPart
+    cluster_ids = handed("engrams", EngramTable.cluster_ids)
+    engram_states = handed("engrams", EngramTable.states)
     association_weights = handed("graph", Graph.association_weights)
+    # SearchPart
+    warm = handed("index", SearchIndex.warm)
+    finish_indexes = handed("index", SearchIndex.finish)
+    vector_search = handed("index", SearchIndex.vector_search)
+    fulltext_search = handed("index", SearchIndex.fulltext_search)
+    # lifecycle
+    transaction = handed("db", Database.transaction)
 
     def __init__(
         self,
@@ -268,7 +274,7 @@ class SqliteStore(StoreBase):
         )
         return [row[0] for row in rows]
 
-    # -- cues, relations, associations -----------------------------------------------------------------
+    # -- recall's rows: engrams with their cues -------------------------------------------------------
     def recall_rows(
         self, ids: Sequence[str], query: Sequence[float] | np.ndarray | None = None
     ) -> list[RecallRow]:

@@ -1,10 +1,9 @@
-"""Forget that forgets (issue 12, point 5): on every backend, deleting a memory removes at once
-everything it contributed: its RelatesTo facts, cue links, CoOccurs strength, associations and
-the cues only it encoded. An export after the forget is the export from before it was stored."""
+"""The engrams part, forget that forgets (issue 12, point 5): on every backend, deleting a
+memory removes at once everything it contributed: its RelatesTo facts, cue links, CoOccurs
+strength, associations and the cues only it encoded. An export after the forget is the export
+from before it was stored."""
 
 from __future__ import annotations
-
-from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -17,9 +16,9 @@ from smriti.stores.base import (
     Relation,
     cooccurring_pairs,
 )
+from tests.stores.conformance.data import DIMS, T0
 
-DIMS = 16  # conftest.DIMS
-T0 = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
+pytestmark = pytest.mark.engrams
 
 
 def remember(store, engram_id: str, cues: list[Cue], relations=(), associate_with=()) -> None:
@@ -114,21 +113,3 @@ def test_forget_weakens_shared_pairs_and_keeps_cues_others_encode(store):
     assert store.delete_engram("two")
     assert strengths() == {}
     assert store.stats().cues == 0
-
-
-def test_weaken_cooccurrences_never_creates_and_removes_spent_edges(store):
-    store.add_cooccurrence("a", "b", 2.0)
-    store.weaken_cooccurrences([("b", "a", 1.0), ("a", "zzz", 1.0), ("x", "y", 1.0)])
-    records = [r for r in store.export_records() if r["kind"] == "co_occurs"]
-    assert [(r["source"], r["target"], r["strength"]) for r in records] == [("a", "b", pytest.approx(1.0))]
-    assert {r["name"] for r in store.export_records() if r["kind"] == "cue"} == {"a", "b"}
-    store.weaken_cooccurrences([("a", "b", 1.0)])
-    assert [r for r in store.export_records() if r["kind"] == "co_occurs"] == []
-
-
-def test_delete_orphan_cues_by_name_touches_only_those(store):
-    store.create_engram(Engram(id="k", content="kept", created_at=T0, last_accessed_at=T0))
-    store.link_cues("k", [Cue("kept")])
-    store.upsert_cues([Cue("lonely"), Cue("other-lonely")])
-    assert store.delete_orphan_cues(["Lonely", "kept", "never-existed"]) == 1
-    assert {r["name"] for r in store.export_records() if r["kind"] == "cue"} == {"kept", "other-lonely"}

@@ -1,17 +1,18 @@
-"""The stated facts and an updatable memory time on every backend (see conftest.BACKENDS):
+"""The engrams part, the stated facts and an updatable memory time on every backend (see conftest.BACKENDS):
 facts are stored, replaced and keyword-searched (scan and index), travel in exports, and
 ``created_at`` can be changed in place (what a landed LLM analysis does with a stated time)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from smriti.stores.base import Engram
 from smriti.stores.records import import_into
+from tests.stores.conformance.data import T0
 
-T0 = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
+pytestmark = pytest.mark.engrams
 
 
 def _engram(eid: str, content: str, **fields) -> Engram:
