@@ -16,7 +16,9 @@ import pytest
 from smriti.memory import Memory
 from smriti.nodes.candidates import memory_subject
 from smriti.nodes.refine import entity_factor, is_time_name
+from smriti.nodes.rank import nearest_first
 from smriti.nodes.relations import bridged_total
+from smriti.nodes.state import Candidate
 from smriti.nodes.scoring import Fusion, coverage, fused_relevance, support_factor
 from smriti.nodes.textsim import siblings
 from smriti.providers.heuristic import parse_query_offline
@@ -130,6 +132,62 @@ def test_focus_does_not_demote_the_nearest_memory_for_not_naming_the_entity(sett
 
     assert first().startswith("to roll back")
     assert first(focus_spares_nearest=False, entity_hint_weight=0.9).startswith("Kestrel")
+
+
+# ----------------------------------------------------------------------------- nearest first
+class SynonymEmbeddings(KeywordEmbeddings):
+    """KeywordEmbeddings whose words of one group share an axis: "undo" is near "reverts"."""
+
+    def __init__(self, groups: list[tuple[str, ...]]) -> None:
+        super().__init__([group[0] for group in groups])
+        self.axes = {word: axis for axis, group in enumerate(groups) for word in group}
+
+
+def _candidate(name: str, similarity: float, score: float, **fields) -> Candidate:
+    return Candidate(id=name, text=name, similarity=similarity, score=score, **fields)
+
+
+def test_the_nearest_in_meaning_goes_first_over_a_first_with_little_word_support():
+    raised = _candidate("raised by the bridge", 0.55, 0.9)
+    common_word = _candidate("shares one common word", 0.5, 0.8, text_score=1.0, coverage=0.1)
+    nearest = _candidate("nearest", 0.8, 0.7)
+    for first in (raised, common_word):
+        ranked, note = nearest_first([first, nearest], support=0.3)
+        assert [c.id for c in ranked] == ["nearest", first.id] and note
+        assert ranked[0].score >= ranked[1].score  # scores still descend
+        assert ranked[0].components["nearest_first"] == 1.0
+        assert nearest.score == 0.7  # the input is not changed
+
+
+def test_a_word_match_covering_the_question_or_evidence_against_the_nearest_keeps_the_first():
+    covered = _candidate("holds the question's rare words", 0.5, 0.9, cue_score=0.8, coverage=0.6)
+    nearest = _candidate("nearest", 0.8, 0.7)
+    assert nearest_first([covered, nearest], support=0.3)[0][0] is covered
+    raised = _candidate("raised", 0.5, 0.9)
+    about_another = _candidate("about another person", 0.8, 0.7, focus={"subject": 0.67})
+    outside_window = _candidate("last year", 0.8, 0.7, focus={"time": 0.5})
+    assert nearest_first([raised, about_another, outside_window], support=0.3)[0][0] is raised
+    assert nearest_first([raised, nearest], support=0.0) == ([raised, nearest], "")  # off
+
+
+def test_a_newer_note_sharing_one_word_does_not_outrank_the_answer_asked_in_other_words(settings):
+    """The runbook answers "undo a version" in other words; a newer note shares the common word
+    "team" and is near enough that recency lifts it above the runbook, unless the nearest in
+    meaning goes first (NEAREST_FIRST_SUPPORT)."""
+    embedder = SynonymEmbeddings([("undo", "reverts", "rollback"), ("version", "deploy", "release")])
+
+    def ranking(support: float) -> list[str]:
+        tuned = settings.model_copy(update={"nearest_first_support": support})
+        with Memory.open(tuned, embedder=embedder, user=f"u{int(support * 10)}") as memory:
+            old = datetime.now(UTC) - timedelta(days=60)
+            memory.store("The on-call engineer reverts a bad deploy with the rollback job", occurred_at=old)
+            memory.store("Priya names the team release every quarter")
+            memory.store("Priya and the team have lunch on Fridays")
+            result = memory.recall("How do we undo a version as a team?", limit=3, explain=True)
+        return _texts(result)
+
+    assert ranking(0.0)[0].startswith("Priya names the team release")  # what it was
+    assert ranking(0.3)[0].startswith("The on-call engineer reverts")
 
 
 # ----------------------------------------------------------------------------- dedupe

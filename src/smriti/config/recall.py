@@ -204,6 +204,16 @@ class ScoringSettings(Section):
         le=1,
         description="decay_factor a recalled memory gains (use keeps a memory alive)",
     )
+    nearest_first_support: float = Field(
+        default=0.3,
+        ge=0,
+        le=1,
+        description=(
+            "recall's first result is the memory nearest the query in meaning unless the first is a "
+            "full-text or cue match covering this share of the query's idf weight, or focus found "
+            "evidence against the nearest (0: off; 0.3 of 0.2/0.3/0.5/0.8, measured on every shape)"
+        ),
+    )
     memory_fabric_dedup_threshold: float = Field(
         default=0.85,
         gt=0,

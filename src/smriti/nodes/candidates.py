@@ -108,6 +108,11 @@ def memory_words(text: str) -> frozenset[str]:
     return frozenset(folded) | frozenset(cue_terms(folded, ENGLISH)) | frozenset(map(light_stem, folded))
 
 
+def nearest_in_meaning(candidates: Iterable[Candidate]) -> Candidate | None:
+    """The candidate most similar to the query (ties: the older, then by content), or None."""
+    return min(candidates, key=lambda c: (-c.similarity, c.tie), default=None)
+
+
 def lexical_coverage(candidate: Candidate, weights: Mapping[str, float]) -> float:
     """:func:`~smriti.nodes.scoring.coverage` of the query cues (``weights``: cue -> idf) that the
     candidate is linked to or whose words it holds (``team-kestrel``: both words), in its text,

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from smriti.errors import StoreFull
+from smriti.nodes.candidates import nearest_in_meaning
 from smriti.nodes.scoring import SIMILARITY, rank, spread_over_episodes
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.text import STOPWORDS, words
@@ -46,13 +47,51 @@ def score(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
         item = candidate.copy()
         item.score, item.components = profile.score(item, now, seed)
         scored.append(item)
+    ranked = rank(scored)
+    moved = ""
+    if state["mode"] == "recall":
+        ranked, moved = nearest_first(ranked, context.settings.nearest_first_support)
     cap = 0 if state["mode"] == "search" else context.settings.max_per_episode
-    top = spread_over_episodes(rank(scored), state["limit"], cap)
+    top = spread_over_episodes(ranked, state["limit"], cap)
     return {
         "results": top,
         "_candidates": trace_scores(top, "score"),
-        "_notes": f"profile={profile.name}; kept {len(top)} of {len(scored)}",
+        "_notes": f"profile={profile.name}; kept {len(top)} of {len(scored)}{moved}",
     }
+
+
+def word_supported(candidate: Candidate, support: float) -> bool:
+    """Whether a candidate's full-text or cue match covers at least ``support`` of the query."""
+    return (candidate.text_score > 0 or candidate.cue_score > 0) and candidate.coverage >= support
+
+
+def evidence_against(candidate: Candidate) -> bool:
+    """Whether query focus lowered the candidate for being about another named entity or outside
+    the time window the query names (not for merely not naming what the query names)."""
+    return candidate.focus.get("subject", 1.0) < 1.0 or candidate.focus.get("time", 1.0) < 1.0
+
+
+def nearest_first(ranked: list[Candidate], support: float) -> tuple[list[Candidate], str]:
+    """The memory nearest the query in meaning goes first, unless the first is a word match that
+    covers at least ``support`` of the query (NEAREST_FIRST_SUPPORT; 0: off) or focus holds
+    evidence against the nearest. Returns the ranking and a note for the trace ("" if unchanged).
+
+    Measured on every shape at once (docs/recall.md, "Never below search at the top"): on notes
+    asked in other words the fused first is often a memory that shares a word or an entity with the
+    question, or one the bridge or the cross-reference boost raised, where search has the answer
+    first; a word match that covers much of the question is real evidence and keeps its place.
+    The moved memory takes the first's score, so scores still descend.
+    """
+    if support <= 0 or not ranked or word_supported(ranked[0], support):
+        return ranked, ""
+    nearest = nearest_in_meaning(c for c in ranked if not evidence_against(c))
+    if nearest is None or nearest is ranked[0] or nearest.similarity <= 0:
+        return ranked, ""
+    first = nearest.copy()
+    first.score = max(nearest.score, ranked[0].score)
+    first.components = {**nearest.components, "nearest_first": 1.0}
+    rest = [c for c in ranked if c is not nearest]
+    return [first, *rest], "; the nearest in meaning moved first"
 
 
 @traced

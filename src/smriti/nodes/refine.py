@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from smriti.errors import ProviderError
-from smriti.nodes.candidates import memory_subject
+from smriti.nodes.candidates import memory_subject, nearest_in_meaning
 from smriti.nodes.graph_relations import MAX_PATHS, by_entity, entity_relations, relation_entry
 from smriti.nodes.scoring import hub_ceiling, idf, shortlist
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
@@ -178,7 +178,7 @@ def focus(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
     # window it is outside of, a subject other than the one the query names), never for not
     # naming what the question names: a question asked in other words often names a thing its
     # answer calls otherwise.
-    nearest = min(everything, key=lambda c: (-c.similarity, c.tie), default=None)
+    nearest = nearest_in_meaning(everything)
     candidates = []
     for candidate in everything:
         item = candidate.copy()
