@@ -15,11 +15,11 @@ import pytest
 
 from smriti.memory import Memory
 from smriti.nodes.candidates import memory_subject
-from smriti.nodes.refine import entity_factor, is_time_name
 from smriti.nodes.rank import nearest_first
+from smriti.nodes.refine import entity_factor, is_time_name
 from smriti.nodes.relations import bridged_total
-from smriti.nodes.state import Candidate
 from smriti.nodes.scoring import Fusion, coverage, fused_relevance, support_factor
+from smriti.nodes.state import Candidate
 from smriti.nodes.textsim import siblings
 from smriti.providers.heuristic import parse_query_offline
 from tests.conftest import KeywordEmbeddings
@@ -168,6 +168,8 @@ def test_a_word_match_covering_the_question_or_evidence_against_the_nearest_keep
     outside_window = _candidate("last year", 0.8, 0.7, focus={"time": 0.5})
     assert nearest_first([raised, about_another, outside_window], support=0.3)[0][0] is raised
     assert nearest_first([raised, nearest], support=0.0) == ([raised, nearest], "")  # off
+    reranked = _candidate("the reranker's first", 0.5, 0.9, rerank_score=0.9)
+    assert nearest_first([reranked, nearest], support=0.3)[0][0] is reranked
 
 
 def test_a_newer_note_sharing_one_word_does_not_outrank_the_answer_asked_in_other_words(settings):

@@ -211,7 +211,7 @@ class ScoringSettings(Section):
         description=(
             "recall's first result is the memory nearest the query in meaning unless the first is a "
             "full-text or cue match covering this share of the query's idf weight, or focus found "
-            "evidence against the nearest (0: off; 0.3 of 0.2/0.3/0.5/0.8, measured on every shape)"
+            "evidence against the nearest (0: off; 0.3 of 0.8/0.5/0.3 on every shape's tune part)"
         ),
     )
     memory_fabric_dedup_threshold: float = Field(

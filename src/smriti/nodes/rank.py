@@ -73,8 +73,9 @@ def evidence_against(candidate: Candidate) -> bool:
 
 def nearest_first(ranked: list[Candidate], support: float) -> tuple[list[Candidate], str]:
     """The memory nearest the query in meaning goes first, unless the first is a word match that
-    covers at least ``support`` of the query (NEAREST_FIRST_SUPPORT; 0: off) or focus holds
-    evidence against the nearest. Returns the ranking and a note for the trace ("" if unchanged).
+    covers at least ``support`` of the query (NEAREST_FIRST_SUPPORT; 0: off), focus holds
+    evidence against the nearest, or a reranker (RERANKER) ordered the candidates. Returns the
+    ranking and a note for the trace ("" if unchanged).
 
     Measured on every shape at once (docs/recall.md, "Never below search at the top"): on notes
     asked in other words the fused first is often a memory that shares a word or an entity with the
@@ -84,6 +85,8 @@ def nearest_first(ranked: list[Candidate], support: float) -> tuple[list[Candida
     """
     if support <= 0 or not ranked or word_supported(ranked[0], support):
         return ranked, ""
+    if any(c.rerank_score is not None for c in ranked):
+        return ranked, ""  # a reranker read query and memory together: a better judge of meaning
     nearest = nearest_in_meaning(c for c in ranked if not evidence_against(c))
     if nearest is None or nearest is ranked[0] or nearest.similarity <= 0:
         return ranked, ""
