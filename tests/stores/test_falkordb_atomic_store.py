@@ -120,7 +120,10 @@ def test_killing_falkordb_during_stores_leaves_no_half_memory(falkor_process, se
     def killer() -> None:
         nonlocal kills
         try:
-            while kills < KILLS and not stop.is_set():
+            # A kill fails a store mostly when it lands while a write batch is on the wire (the
+            # failover retries carry a store over the others): kill on, up to four times as often,
+            # until one has, so the run always proves something.
+            while (kills < KILLS or not failed) and kills < 4 * KILLS and not stop.is_set():
                 time.sleep(rng.uniform(0.05, 0.35))
                 server.kill()
                 kills += 1
@@ -145,7 +148,7 @@ def test_killing_falkordb_during_stores_leaves_no_half_memory(falkor_process, se
         stop.set()
         thread.join(30)
         assert not killer_failed, f"restarting FalkorDB failed: {killer_failed[0]}"
-        assert kills == KILLS, "the run ended before every kill"
+        assert kills >= KILLS, "the run ended before every kill"
         assert failed, "no store was failed by a kill: the test proves nothing"
         # The server is up again: every failed store, retried, makes a whole memory.
         for content in failed:
