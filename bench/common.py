@@ -343,11 +343,15 @@ class RecallScores:
 
     def record(self, system: str, group: Hashable, relevant: Iterable[str], ranked: list[list[str]]) -> None:
         wanted = set(relevant)
+
+        def found_in(k: int) -> set[str]:
+            return {i for ids in ranked[:k] for i in ids} & wanted
+
         # Whether the first result is relevant, on every shape whatever its k's: the figure a
         # "never worse than search at the top" claim is checked on.
-        values = {"H@1": 1.0 if {i for ids in ranked[:1] for i in ids} & wanted else 0.0}
+        values = {"H@1": 1.0 if found_in(1) else 0.0}
         for k in self.ks:
-            found = {i for ids in ranked[:k] for i in ids} & wanted
+            found = found_in(k)
             values[f"R@{k}"] = len(found) / len(wanted)
             values[f"H@{k}"] = 1.0 if found else 0.0
             values[f"both@{k}"] = 1.0 if found == wanted else 0.0

@@ -108,6 +108,11 @@ def memory_words(text: str) -> frozenset[str]:
     return frozenset(folded) | frozenset(cue_terms(folded, ENGLISH)) | frozenset(map(light_stem, folded))
 
 
+def word_matched(candidate: Candidate) -> bool:
+    """Whether full-text search or cue traversal found the candidate (its coverage is measured)."""
+    return candidate.text_score > 0 or candidate.cue_score > 0
+
+
 def nearest_in_meaning(candidates: Iterable[Candidate]) -> Candidate | None:
     """The candidate most similar to the query (ties: the older, then by content), or None."""
     return min(candidates, key=lambda c: (-c.similarity, c.tie), default=None)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from smriti.errors import StoreFull
-from smriti.nodes.candidates import nearest_in_meaning
+from smriti.nodes.candidates import nearest_in_meaning, word_matched
 from smriti.nodes.scoring import SIMILARITY, rank, spread_over_episodes
 from smriti.nodes.state import Candidate, MemoryContext, RecallState, trace_scores, traced
 from smriti.text import STOPWORDS, words
@@ -62,7 +62,7 @@ def score(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any]
 
 def word_supported(candidate: Candidate, support: float) -> bool:
     """Whether a candidate's full-text or cue match covers at least ``support`` of the query."""
-    return (candidate.text_score > 0 or candidate.cue_score > 0) and candidate.coverage >= support
+    return word_matched(candidate) and candidate.coverage >= support
 
 
 def evidence_against(candidate: Candidate) -> bool:
@@ -91,7 +91,7 @@ def nearest_first(ranked: list[Candidate], support: float) -> tuple[list[Candida
     if nearest is None or nearest is ranked[0] or nearest.similarity <= 0:
         return ranked, ""
     first = nearest.copy()
-    first.score = max(nearest.score, ranked[0].score)
+    first.score = ranked[0].score  # ranked is best score first: the nearest's was not above it
     first.components = {**nearest.components, "nearest_first": 1.0}
     rest = [c for c in ranked if c is not nearest]
     return [first, *rest], "; the nearest in meaning moved first"

@@ -16,7 +16,14 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from smriti.nodes.candidates import SIGNALS, lexical_coverage, load_candidates, query_vector, score_relevance
+from smriti.nodes.candidates import (
+    SIGNALS,
+    lexical_coverage,
+    load_candidates,
+    query_vector,
+    score_relevance,
+    word_matched,
+)
 from smriti.nodes.scoring import cue_score, hub_ceiling, idf, recency
 from smriti.nodes.state import Candidate, Hit, MemoryContext, RecallState, trace_scores, traced
 from smriti.stores.base import normalise_cue_name
@@ -255,7 +262,7 @@ def gather(state: RecallState, runtime: Runtime[MemoryContext]) -> dict[str, Any
     fusion = runtime.context.fusion
     weights = query_cue_weights(state.get("recognised", {})) if fusion.support > 0 else {}
     for candidate in candidates:
-        if weights and (candidate.text_score > 0 or candidate.cue_score > 0):
+        if weights and word_matched(candidate):
             candidate.coverage = lexical_coverage(candidate, weights)
         score_relevance(candidate, ranked, state["mode"], fusion)
     candidates.sort(key=lambda c: (-c.relevance, c.tie))
