@@ -32,8 +32,12 @@ UID = 1000  # the image's smriti user
 FACT = "Alice prefers PostgreSQL with pgvector for retrieval projects."
 # The first run on a machine bootstraps the base and builds every layer: minutes, not seconds.
 BUILD_TIMEOUT = pytest.mark.timeout(1800)
-# What the Dockerfile may add to its base (docs/container.md, "Size": measured, plus a margin).
-ADDED_LIMIT_MB = 400
+# The image's target is 500 MB on the Dockerfile's default base, python:3.12-slim, whose layers
+# take 124.3 MB on disk (docker-library/repo-info, python:3.12-slim-bookworm): what the
+# Dockerfile adds to any base is held to the difference (docs/container.md, "Size").
+DEFAULT_BASE_MB = 124.3
+IMAGE_TARGET_MB = 500
+ADDED_LIMIT_MB = IMAGE_TARGET_MB - DEFAULT_BASE_MB
 
 
 @pytest.fixture(scope="module")
@@ -127,10 +131,12 @@ def test_a_root_owned_memory_folder_is_one_line_and_an_answer_to_initialize(imag
 @pytest.mark.slow
 @BUILD_TIMEOUT
 def test_the_image_adds_little_to_its_base(image):
-    """No build tools, caches or debug symbols in the final stage (docs/container.md, "Size")."""
+    """No build tools, caches or debug symbols in the final stage, and at most what keeps the
+    image on python:3.12-slim under 500 MB (docs/container.md, "Size")."""
     added = tools.inspect(image)["Size"] - tools.inspect(tools.base_image())["Size"]
-    print(f"image: {tools.inspect(image)['Size'] / 1e6:.0f} MB, {added / 1e6:.0f} MB over its base")
-    assert added < ADDED_LIMIT_MB * 1e6, f"{added / 1e6:.0f} MB over the base"
+    print(f"image: {tools.inspect(image)['Size'] / 1e6:.0f} MB, {added / 1e6:.1f} MB over its base")
+    on_default = DEFAULT_BASE_MB + added / 1e6  # the image on the Dockerfile's default base
+    assert added < ADDED_LIMIT_MB * 1e6, f"{added / 1e6:.1f} MB added, {on_default:.0f} MB on the default"
     found = subprocess.run(
         [
             *tools.podman("run", "--rm", "--network", "none", *tools.limits(), "--entrypoint", "sh"),

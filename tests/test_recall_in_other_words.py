@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from smriti.memory import Memory
-from smriti.nodes.candidates import memory_subject
+from smriti.nodes.candidates import memory_subject, memory_words
 from smriti.nodes.rank import nearest_first
 from smriti.nodes.refine import entity_factor, is_time_name
 from smriti.nodes.relations import bridged_total
@@ -36,6 +36,13 @@ def test_coverage_is_the_idf_weighted_share_of_the_query_matched():
     assert coverage(["linter", "frontend", "other"], weights) == pytest.approx(5.5 / 6.0)
     assert coverage([], weights) == 0.0
     assert coverage(["anything"], {}) == 1.0  # a query with no cues says nothing against a hit
+
+
+def test_a_memory_s_words_meet_a_query_cue_as_written_by_lemma_and_by_stem():
+    have = memory_words("Aiko met Ravi's team; the Dashboards were studied twice")
+    assert {"aiko", "met", "meet", "ravi", "dashboards", "dashboard", "studied", "study"} <= have
+    assert "'s" not in "".join(have) and "the" in have  # every word, possessives dropped
+    assert memory_words("会議は月曜日") >= {"会議", "月曜"}  # CJK as bigrams, as full-text search has them
 
 
 def test_support_factor_shrinks_a_vote_below_the_support_and_is_off_at_zero():

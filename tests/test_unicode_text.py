@@ -30,6 +30,10 @@ def test_words_keep_every_script():
     assert words("寿司が好き") == ["寿司", "司が", "が好", "好き"]
     assert words("Tokyo東京") == ["Tokyo", "東京"]
     assert content_words("北") == ["北"]  # a single CJK character is a word
+    # The possessive goes whether the text has CJK or not (two paths: a regex per word for CJK).
+    assert words("Caroline's dog met Melanie's") == ["Caroline", "dog", "met", "Melanie"]
+    assert words("Caroline's 寿司") == ["Caroline", "寿司"]
+    assert words("JOHN'S") == ["JOHN'S"]  # only a lower-case 's is a possessive
     # decomposed and composed umlauts are the same word
     assert content_words("Mu\u0308nchen") == content_words("M\u00fcnchen") == ["münchen"]
 
