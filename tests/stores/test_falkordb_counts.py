@@ -246,6 +246,27 @@ def test_a_search_through_an_index_dropped_meanwhile_falls_back_at_once(two_proc
     assert second.search.indexes() == {"vector": False, "fulltext": True}
 
 
+def test_a_search_through_a_listed_index_that_fails_is_answered_without_it(two_processes, monkeypatch):
+    """A query through an index FalkorDB lists as operational may still fail (once after a restart
+    from kill -9): the search is answered exactly without the index, not failed."""
+    _, first, _, _ = two_processes
+    first.create_engrams(_engrams("a", 6))
+    _build_indexes(first)
+    query = _vector(3)
+    through_index = [h.id for h in first.vector_search(query, 3)]
+    keyword = [h.id for h in first.fulltext_search("kafka", 3)]
+    assert first.search.indexes(refresh=True) == {"vector": True, "fulltext": True}
+
+    def failing(*_args, **_kwargs):
+        raise StoreError("Invalid arguments for procedure 'db.idx.vector.queryNodes'")
+
+    monkeypatch.setattr(first.search, "_vector_indexed", failing)
+    monkeypatch.setattr(first.search, "_fulltext_indexed", failing)
+    assert [h.id for h in first.vector_search(query, 3)] == through_index
+    assert [h.id for h in first.fulltext_search("kafka", 3)] == keyword
+    assert first.search.indexes() == {"vector": True, "fulltext": True}  # still listed, still used next time
+
+
 def _plans_of(graph, monkeypatch, call) -> list[str]:
     """FalkorDB's plan of every query ``call()`` sends."""
     queries: list[tuple[str, dict]] = []

@@ -88,12 +88,22 @@ class CypherSearch:
 
     def _indexed_or_none(self, kind: str, search: Callable[[], list[ScoredId]]) -> list[ScoredId] | None:
         """``search()`` through the ``kind`` index; None when the index turns out to be gone (dropped
-        by another process since :meth:`indexes` answered), so the caller searches without it."""
+        by another process since :meth:`indexes` answered) or fails while listed, so the caller
+        searches without it: the exact search answers what the index would have."""
         try:
             hits = search()
-        except StoreError:  # FalkorDB's vector query on a dropped index fails
+        except StoreError as error:  # FalkorDB's vector query on a dropped index fails
             if self.indexes(refresh=True)[kind]:
-                raise
+                # Listed and operational, yet the query failed: seen once in thirty FalkorDB
+                # restarts after kill -9 ("Invalid arguments for procedure
+                # 'db.idx.vector.queryNodes'"), which failed a store the client retried. A search
+                # without the index is exact, and if the database itself is the trouble it fails too.
+                log.warning(
+                    "%s: the %s index failed a search, searched without it: %s",
+                    self.graph.backend,
+                    kind,
+                    error,
+                )
             return None
         # Its full-text query on a dropped index answers nothing: an empty answer is checked.
         if not hits and not self.indexes(refresh=True)[kind]:
