@@ -131,7 +131,7 @@ def test_activation_brings_back_a_memory_linked_through_a_shared_entity(make_con
 
 def test_activation_ignores_hub_cues(make_context):
     context = make_context(graph_activation=True, activation_max_cue_share=0.05)
-    for i in range(40):
+    for i in range(25):  # every memory within each branch's pool (search.candidate_pool: 30)
         _store(context, f"Priya wrote report {i} about topic{i}")
     target = _store(context, "Priya likes pgvector")
     _, trace = _recall(context, "What does Priya like about pgvector?")
