@@ -35,7 +35,9 @@ _UNSPACED = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}]+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
-_POSSESSIVE = re.compile(r"'s$")
+def without_possessive(word: str) -> str:
+    """``word`` without a possessive ``'s`` ("Caroline's" -> "Caroline"; "JOHN'S" stays)."""
+    return word[:-2] if word.endswith("'s") else word
 
 
 def unspaced(token: str) -> bool:
@@ -54,11 +56,11 @@ def words(text: str) -> list[str]:
     if not _UNSPACED.search(text):
         # No CJK anywhere (most texts): no regex per word. Recall reads the words of every
         # candidate it weighs (nodes/candidates.memory_words), ~80 new texts a recall at 10k.
-        return [word[:-2] if word.endswith("'s") else word for word in found]
+        return [without_possessive(word) for word in found]
     out: list[str] = []
     for word in found:
         if not _UNSPACED.search(word):
-            out.append(_POSSESSIVE.sub("", word))
+            out.append(without_possessive(word))
             continue
         last = 0
         for run in _UNSPACED.finditer(word):
@@ -94,7 +96,7 @@ _TERMS_MAX = 1 << 17  # words kept per minimum length; past it the cache starts 
 
 
 def _term(word: str, min_length: int) -> str | None:
-    lower = _POSSESSIVE.sub("", word).lower()
+    lower = without_possessive(word).lower()
     if (len(lower) < min_length and not unspaced(lower)) or lower in STOPWORDS:
         return None
     return light_stem(lower)
